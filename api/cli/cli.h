@@ -1,0 +1,47 @@
+// The `hippo` command line: one CLI11 tree, one file per subcommand family (docs/ARCHITECTURE.md,
+// "Adding a subcommand"). Parsing fills an Invocation; running it is separate, so tests can parse
+// any command line without side effects.
+#pragma once
+
+#include "base/status.h"
+
+#include <CLI/CLI.hpp>
+
+#include <functional>
+#include <iosfwd>
+#include <memory>
+#include <string>
+
+namespace hippo::cli {
+
+// Exit codes: 0 success; 1 the command failed; 2 the command line or a setting is wrong;
+// 69 (EX_UNAVAILABLE) the subcommand is not built yet.
+inline constexpr int kExitFailure = 1;
+inline constexpr int kExitUsage = 2;
+inline constexpr int kExitUnavailable = 69;
+
+int exit_code_for(const Status& status);
+
+struct Invocation {
+  std::string config_path;          // --config / HIPPO_CONFIG
+  std::string log_level = "info";   // --log-level / HIPPO_LOG_LEVEL
+  std::string log_format = "text";  // --log-format / HIPPO_LOG_FORMAT
+  std::ostream* out = nullptr;      // command output (results, tables, JSON); logs go to stderr
+  std::function<Status()> action;   // set by the selected subcommand's parse callback
+};
+
+std::unique_ptr<CLI::App> build_app(Invocation& invocation);
+
+// Parses, applies the config file, sets up logging and runs the selected command. Returns the
+// process exit code; messages for people go to err.
+int run(int argc, const char* const* argv, std::ostream& out, std::ostream& err);
+
+// Subcommand families, each in its own file.
+void add_bench_commands(CLI::App& app, Invocation& invocation);
+
+// Registers a subcommand that exists in the interface but not yet in the code: running it says
+// so and exits with kExitUnavailable. `what` names the missing piece.
+CLI::App* add_unbuilt_command(CLI::App& parent, const std::string& name, const std::string& description,
+                              const std::string& what, Invocation& invocation);
+
+}  // namespace hippo::cli

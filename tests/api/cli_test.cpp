@@ -1,0 +1,74 @@
+#include "api/cli/cli.h"
+
+#include <catch2/catch.hpp>
+
+#include <sstream>
+#include <vector>
+
+using hippo::cli::run;
+
+namespace {
+
+struct Outcome {
+  int code;
+  std::string out, err;
+};
+
+Outcome run_cli(std::vector<const char*> args) {
+  args.insert(args.begin(), "hippo");
+  std::ostringstream out, err;
+  int code = run(static_cast<int>(args.size()), args.data(), out, err);
+  return {code, out.str(), err.str()};
+}
+
+}  // namespace
+
+TEST_CASE("version and help flags exit 0 and print to stdout", "[cli]") {
+  auto v = run_cli({"--version"});
+  CHECK(v.code == 0);
+  CHECK_THAT(v.out, Catch::StartsWith("hippo 0."));
+  auto h = run_cli({"--help"});
+  CHECK(h.code == 0);
+  for (const char* sub : {"serve", "chat", "run", "session", "model", "key", "bench"})
+    CHECK_THAT(h.out, Catch::Contains(sub));
+}
+
+TEST_CASE("a command line without a subcommand, or with an unknown one, is a usage error", "[cli]") {
+  CHECK(run_cli({}).code == hippo::cli::kExitUsage);
+  auto unknown = run_cli({"serv"});
+  CHECK(unknown.code == hippo::cli::kExitUsage);
+  CHECK_FALSE(unknown.err.empty());
+  CHECK(run_cli({"session"}).code == hippo::cli::kExitUsage);  // a family needs its subcommand
+  CHECK(run_cli({"bench", "machine", "--threads", "many"}).code == hippo::cli::kExitUsage);
+}
+
+TEST_CASE("subcommands that are not built yet say so and exit 69", "[cli]") {
+  for (std::vector<const char*> args : std::vector<std::vector<const char*>>{
+           {"serve"}, {"serve", "--port", "9000"}, {"chat"}, {"run"}, {"session", "list"}, {"session", "gc"},
+           {"model", "init"}, {"model", "inspect"}, {"key", "create"}, {"bench", "storage"}, {"bench", "model"}}) {
+    auto r = run_cli(args);
+    INFO(args.front());
+    CHECK(r.code == hippo::cli::kExitUnavailable);
+    CHECK_THAT(r.err, Catch::Contains("not built yet"));
+    CHECK(r.out.empty());
+  }
+  auto serve = run_cli({"serve"});
+  CHECK(serve.err == "hippo: hippo serve: not built yet (WebSocket agent server, issue #7)\n");
+}
+
+TEST_CASE("bench machine measures and reports as JSON", "[cli]") {
+  auto r = run_cli({"bench", "machine", "--json", "--bytes", "8MiB", "--threads", "1", "--repetitions", "1"});
+  REQUIRE(r.code == 0);
+  CHECK_THAT(r.out, Catch::Contains("\"bytes_per_array\":8388608"));
+  CHECK_THAT(r.out, Catch::Contains("\"read_bytes_per_second\":"));
+  CHECK_THAT(r.out, Catch::Contains("\"fma_flops_per_second\":"));
+}
+
+TEST_CASE("bad global settings are usage errors with a clear message", "[cli]") {
+  auto r = run_cli({"--log-level", "loud", "serve"});
+  CHECK(r.code == hippo::cli::kExitUsage);
+  CHECK_THAT(r.err, Catch::Contains("unknown log level 'loud'"));
+  auto missing = run_cli({"--config", "/nonexistent/hippo.toml", "serve"});
+  CHECK(missing.code == hippo::cli::kExitFailure);
+  CHECK_THAT(missing.err, Catch::Contains("config file /nonexistent/hippo.toml: cannot be opened"));
+}
