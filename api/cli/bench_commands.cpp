@@ -2,6 +2,9 @@
 // measures the physical limits that every other benchmark is stated against.
 #include "api/cli/cli.h"
 #include "kernels/cpu/machine_probe.h"
+#ifdef HIPPO_HAVE_CUDA
+#include "kernels/cuda/bandwidth_probe.h"
+#endif
 
 #include <boost/json/serialize.hpp>
 #include <boost/json/value.hpp>
@@ -52,6 +55,13 @@ Status run_machine_bench(const MachineBenchOptions& options, std::ostream& out) 
   out << fmt::format("triad bw       {:.2f} GB/s\n", bandwidth.triad_bytes_per_second / 1e9);
   out << fmt::format("fp32 fma peak  {:.1f} GFLOP/s  ({}, {} threads)\n", fma.flops_per_second / 1e9, fma.isa,
                      fma.threads);
+#ifdef HIPPO_HAVE_CUDA
+  const auto gpu = kernels::cuda::measure_device_bandwidth(std::size_t{1} << 30, options.repetitions);
+  if (gpu.ok)
+    out << fmt::format("gpu triad bw   {:.1f} GB/s  ({})\n", gpu.triad_bytes_per_second / 1e9, gpu.device_name);
+  else
+    out << fmt::format("gpu            {}\n", gpu.error);
+#endif
   return {};
 }
 

@@ -167,7 +167,12 @@ __attribute__((target("avx512f"))) float fma_chains_avx512(std::uint64_t iterati
     for (int k = 0; k < kChains; ++k) acc[k] = _mm512_fmadd_ps(acc[k], m, a);
   __m512 s = acc[0];
   for (int k = 1; k < kChains; ++k) s = _mm512_add_ps(s, acc[k]);
-  return _mm512_reduce_add_ps(s);
+  // Not _mm512_reduce_add_ps: g++ 12's header trips -Wuninitialized inside it.
+  alignas(64) float lanes[16];
+  _mm512_store_ps(lanes, s);
+  float total = 0;
+  for (float v : lanes) total += v;
+  return total;
 }
 
 __attribute__((target("avx2,fma"))) float fma_chains_avx2(std::uint64_t iterations) {
