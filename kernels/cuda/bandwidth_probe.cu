@@ -1,9 +1,11 @@
-// STREAM triad on the device, timed with CUDA events; the result is checked before it counts.
+// STREAM triad on the device, timed with GPU events; the result is checked before it counts.
+// Every runtime call is checked: a probe that ignores an error reports a meaningless number.
 #include "kernels/cuda/bandwidth_probe.h"
 
-#include <cuda_runtime.h>
+#include "kernels/cuda/gpu_runtime.h"
 
 #include <algorithm>
+#include <string>
 #include <vector>
 
 namespace hippo::kernels::cuda {
@@ -19,46 +21,86 @@ __global__ void triad(float* a, const float* b, const float* c, float scale, std
     a[i] = b[i] + scale * c[i];
 }
 
+// Owns one device allocation; freeing can only fail on a broken context, which the next checked
+// call reports, so its status is deliberately dropped.
+class DeviceBuffer {
+ public:
+  DeviceBuffer() = default;
+  DeviceBuffer(const DeviceBuffer&) = delete;
+  DeviceBuffer& operator=(const DeviceBuffer&) = delete;
+  ~DeviceBuffer() {
+    if (data_) static_cast<void>(cudaFree(data_));
+  }
+  cudaError_t allocate(std::size_t n) { return cudaMalloc(reinterpret_cast<void**>(&data_), n * sizeof(float)); }
+  float* data() const { return data_; }
+
+ private:
+  float* data_ = nullptr;
+};
+
+class Event {
+ public:
+  Event() = default;
+  Event(const Event&) = delete;
+  Event& operator=(const Event&) = delete;
+  ~Event() {
+    if (created_) static_cast<void>(cudaEventDestroy(event_));
+  }
+  cudaError_t create() {
+    cudaError_t e = cudaEventCreate(&event_);
+    created_ = e == cudaSuccess;
+    return e;
+  }
+  cudaEvent_t get() const { return event_; }
+
+ private:
+  cudaEvent_t event_{};
+  bool created_ = false;
+};
+
 }  // namespace
 
 DeviceBandwidth measure_device_bandwidth(std::size_t bytes_per_array, int repetitions) {
   DeviceBandwidth out;
-  auto fail = [&](cudaError_t e, const char* what) {
-    out.error = std::string(what) + ": " + cudaGetErrorString(e);
+  std::string failed_call;
+  auto ok = [&](cudaError_t e, const char* call) {
+    if (e != cudaSuccess && failed_call.empty()) failed_call = std::string(call) + ": " + cudaGetErrorString(e);
+    return e == cudaSuccess;
+  };
+  auto failure = [&] {
+    out.error = failed_call;
     return out;
   };
+
   cudaDeviceProp prop{};
-  if (cudaError_t e = cudaGetDeviceProperties(&prop, 0); e != cudaSuccess) return fail(e, "no CUDA device");
+  if (!ok(cudaGetDeviceProperties(&prop, 0), "no GPU device")) return failure();
   out.device_name = prop.name;
   const std::size_t n = bytes_per_array / sizeof(float);
-  float *a = nullptr, *b = nullptr, *c = nullptr;
-  if (cudaError_t e = cudaMalloc(&a, n * sizeof(float)); e != cudaSuccess) return fail(e, "cudaMalloc");
-  if (cudaError_t e = cudaMalloc(&b, n * sizeof(float)); e != cudaSuccess) { cudaFree(a); return fail(e, "cudaMalloc"); }
-  if (cudaError_t e = cudaMalloc(&c, n * sizeof(float)); e != cudaSuccess) { cudaFree(a); cudaFree(b); return fail(e, "cudaMalloc"); }
+  DeviceBuffer a, b, c;
+  Event start, stop;
+  if (!ok(a.allocate(n), "allocate") || !ok(b.allocate(n), "allocate") || !ok(c.allocate(n), "allocate") ||
+      !ok(start.create(), "event") || !ok(stop.create(), "event"))
+    return failure();
+
   const int threads = 256, blocks = prop.multiProcessorCount * 8;
-  fill<<<blocks, threads>>>(b, 1.0f, n);
-  fill<<<blocks, threads>>>(c, 2.0f, n);
-  cudaEvent_t start, stop;
-  cudaEventCreate(&start);
-  cudaEventCreate(&stop);
+  fill<<<blocks, threads>>>(b.data(), 1.0f, n);
+  fill<<<blocks, threads>>>(c.data(), 2.0f, n);
   float best_ms = 1e30f;
   for (int rep = 0; rep <= repetitions; ++rep) {  // rep 0 is the warm-up
-    cudaEventRecord(start);
-    triad<<<blocks, threads>>>(a, b, c, 3.0f, n);
-    cudaEventRecord(stop);
-    cudaEventSynchronize(stop);
+    if (!ok(cudaEventRecord(start.get()), "record")) return failure();
+    triad<<<blocks, threads>>>(a.data(), b.data(), c.data(), 3.0f, n);
     float ms = 0;
-    cudaEventElapsedTime(&ms, start, stop);
+    if (!ok(cudaEventRecord(stop.get()), "record") || !ok(cudaEventSynchronize(stop.get()), "triad") ||
+        !ok(cudaEventElapsedTime(&ms, start.get(), stop.get()), "elapsed time"))
+      return failure();
     if (rep > 0) best_ms = std::min(best_ms, ms);
   }
-  std::vector<float> sample(1024);
-  cudaError_t e = cudaMemcpy(sample.data(), a + (n - sample.size()), sample.size() * sizeof(float), cudaMemcpyDeviceToHost);
-  cudaEventDestroy(start);
-  cudaEventDestroy(stop);
-  cudaFree(a);
-  cudaFree(b);
-  cudaFree(c);
-  if (e != cudaSuccess) return fail(e, "triad");
+
+  std::vector<float> sample(std::min<std::size_t>(1024, n));
+  if (!ok(cudaMemcpy(sample.data(), a.data() + (n - sample.size()), sample.size() * sizeof(float),
+                     cudaMemcpyDeviceToHost),
+          "copy back"))
+    return failure();
   if (std::any_of(sample.begin(), sample.end(), [](float v) { return v != 7.0f; })) {
     out.error = "triad computed a wrong result";
     return out;
