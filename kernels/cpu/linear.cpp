@@ -1,0 +1,60 @@
+// Chooses the linear() implementation once, from what this CPU supports.
+#include "kernels/cpu/linear.h"
+
+namespace hippo::kernels::cpu {
+
+void linear_avx512(const float* x, std::int64_t m, const WeightView& w, float* y, ThreadPool& pool);
+void linear_avx2(const float* x, std::int64_t m, const WeightView& w, float* y, ThreadPool& pool);
+void linear_generic(const float* x, std::int64_t m, const WeightView& w, float* y, ThreadPool& pool);
+
+namespace {
+
+using LinearFn = void (*)(const float*, std::int64_t, const WeightView&, float*, ThreadPool&);
+
+struct Choice {
+  LinearFn fn;
+  const char* isa;
+};
+
+// Best first.
+std::vector<Choice> runnable() {
+  std::vector<Choice> out;
+#if defined(__x86_64__)
+  if (__builtin_cpu_supports("avx512f")) out.push_back({linear_avx512, "avx512"});
+  if (__builtin_cpu_supports("avx2") && __builtin_cpu_supports("fma")) out.push_back({linear_avx2, "avx2"});
+#endif
+  out.push_back({linear_generic, "generic"});
+  return out;
+}
+
+const Choice& chosen() {
+  static const Choice choice = runnable().front();
+  return choice;
+}
+
+}  // namespace
+
+void linear(const float* x, std::int64_t m, const WeightView& w, float* y, ThreadPool& pool) {
+  if (m <= 0) return;
+  chosen().fn(x, m, w, y, pool);
+}
+
+std::string linear_isa() { return chosen().isa; }
+
+std::vector<std::string> runnable_linear_isas() {
+  std::vector<std::string> names;
+  for (const Choice& c : runnable()) names.emplace_back(c.isa);
+  return names;
+}
+
+Status linear_with_isa(const std::string& isa, const float* x, std::int64_t m, const WeightView& w, float* y,
+                       ThreadPool& pool) {
+  for (const Choice& c : runnable()) {
+    if (isa != c.isa) continue;
+    if (m > 0) c.fn(x, m, w, y, pool);
+    return {};
+  }
+  return make_error(ErrorCode::kInvalidArgument, "linear: instruction set '{}' does not run on this CPU", isa);
+}
+
+}  // namespace hippo::kernels::cpu

@@ -1,0 +1,30 @@
+// The CPU linear layer y = x · Wᵀ for every weight format of the release, multithreaded.
+//
+// Invariant (the engine's bit-exact tests rely on it): y[i, r] depends only on x[i, :], W[r, :]
+// and the instruction set chosen at start-up, never on m, on the other rows of x, or on the
+// number of threads. So a batch of sessions equals each session alone, and a chunked prefill
+// equals a one-shot one, bit for bit.
+#pragma once
+
+#include "kernels/cpu/thread_pool.h"
+#include "kernels/weight_view.h"
+
+#include <cstdint>
+#include <string>
+#include <vector>
+
+namespace hippo::kernels::cpu {
+
+// x: f32 [m, w.cols], y: f32 [m, w.rows]. The view must be validated (WeightView::validate).
+void linear(const float* x, std::int64_t m, const WeightView& w, float* y, ThreadPool& pool);
+
+// The instruction set linear() dispatches to on this CPU: "avx512", "avx2" or "generic".
+std::string linear_isa();
+
+// Every instruction set this CPU can run, best first, and linear() forced onto one of them
+// (tests compare each against kernels/ref; benchmarks compare them with one another).
+std::vector<std::string> runnable_linear_isas();
+Status linear_with_isa(const std::string& isa, const float* x, std::int64_t m, const WeightView& w, float* y,
+                       ThreadPool& pool);
+
+}  // namespace hippo::kernels::cpu

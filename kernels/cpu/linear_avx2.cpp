@@ -1,0 +1,16 @@
+// linear() for the avx2 instruction set: the shared body of linear_impl.h with 8 floats per
+// vector and 2 rows of x per tile (-ffp-contract=fast from kernels/CMakeLists.txt).
+#if defined(__x86_64__)
+#define HIPPO_LINEAR_TARGET __attribute__((target("avx2,fma")))
+#else  // never dispatched to off x86; compiled generic so the build stays whole
+#define HIPPO_LINEAR_TARGET
+#endif
+#include "kernels/cpu/linear_impl.h"
+
+namespace hippo::kernels::cpu {
+
+void linear_avx2(const float* x, std::int64_t m, const WeightView& w, float* y, ThreadPool& pool) {
+  linear_impl<8, 2>(x, m, w, y, pool);
+}
+
+}  // namespace hippo::kernels::cpu

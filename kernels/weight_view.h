@@ -1,0 +1,34 @@
+// How a kernel sees one weight matrix: a borrowed view of its bytes (usually memory-mapped from a
+// checkpoint) in one of the formats the release uses. Kernels never own weights.
+#pragma once
+
+#include "base/status.h"
+
+#include <cstdint>
+
+namespace hippo::kernels {
+
+enum class WeightFormat {
+  kF32,         // float [rows, cols]
+  kBF16,        // uint16 [rows, cols]
+  kFp8Block,    // E4M3FN [rows, cols] + E8M0 scales [ceil(rows/b), ceil(cols/b)], b = block (32 in V4.1)
+  kFp4Row32,    // packed E2M1 [rows, cols/2] (even column in the low nibble) + E8M0 scales [rows, cols/32]
+};
+
+const char* weight_format_name(WeightFormat format);
+
+// A matrix W [rows = out features, cols = in features]; y = x · Wᵀ.
+struct WeightView {
+  WeightFormat format = WeightFormat::kF32;
+  const void* data = nullptr;
+  const std::uint8_t* scales = nullptr;  // E8M0, for the quantised formats only
+  std::int64_t rows = 0;
+  std::int64_t cols = 0;
+  std::int64_t block = 0;  // kFp8Block: the square block edge of the scales
+
+  // Checks the view against its format's rules (positive shape, scales present, FP4 column count
+  // a multiple of 32, FP8 block positive). Kernels assume a validated view.
+  Status validate() const;
+};
+
+}  // namespace hippo::kernels
