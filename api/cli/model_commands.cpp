@@ -42,7 +42,11 @@ struct InspectCommand {
   bool json = false;
 };
 
-std::string megabytes(uint64_t bytes) { return fmt::format("{:.1f} MB", static_cast<double>(bytes) / 1e6); }
+// 22.2 MB, 510.3 GB
+std::string megabytes(uint64_t bytes) {
+  const auto x = static_cast<double>(bytes);
+  return x >= 1e9 ? fmt::format("{:.1f} GB", x / 1e9) : fmt::format("{:.1f} MB", x / 1e6);
+}
 
 // 552.0B, 14.2M, 4.1K
 std::string count(int64_t n) {
@@ -89,8 +93,8 @@ std::vector<std::string> layer_lines(const engine::TextConfig& text) {
   return lines;
 }
 
-boost::json::object summary_json(const ModelConfig& config, const engine::ParameterCounts& params,
-                                 const engine::KvFootprint& kv) {
+boost::json::object summary_json(const ModelConfig& config, const engine::TensorTable& table,
+                                 const engine::ParameterCounts& params, const engine::KvFootprint& kv) {
   boost::json::array layers;
   for (const engine::LayerRole& r : engine::layer_schedule(config.text_config))
     layers.push_back(boost::json::object{{"layer", r.layer},
@@ -123,6 +127,7 @@ boost::json::object summary_json(const ModelConfig& config, const engine::Parame
         {"index_entry_bytes", kv.index_entry_bytes},
         {"window_bytes_per_layer", kv.window_bytes_per_layer},
         {"window_bytes", kv.window_bytes}}},
+      {"tensors", {{"count", table.tensors().size()}, {"bytes", table.total_bytes()}}},
       {"config", engine::model_config_to_json(config)},
   };
 }
@@ -179,7 +184,7 @@ Status run_inspect(const InspectCommand& command, std::ostream& out) {
   const engine::KvFootprint kv = engine::kv_footprint(config.text_config);
 
   if (command.json) {
-    boost::json::object doc = summary_json(config, params, kv);
+    boost::json::object doc = summary_json(config, table, params, kv);
     if (checkpoint)
       doc["checkpoint"] = {{"dir", checkpoint->dir()},
                            {"shards", checkpoint->n_shards()},
@@ -190,6 +195,9 @@ Status run_inspect(const InspectCommand& command, std::ostream& out) {
     return {};
   }
   print_summary(config, params, kv, out);
+  out << fmt::format("tensors      {} in the {} layout, {} ({:.1f} GiB)\n", table.tensors().size(),
+                     config.quantised() ? "quantised" : "plain", megabytes(static_cast<uint64_t>(table.total_bytes())),
+                     static_cast<double>(table.total_bytes()) / (1u << 30));
   if (checkpoint)
     out << fmt::format("checkpoint   {} tensors in {} shards, {} mapped, {} resident\n", table.tensors().size(),
                        checkpoint->n_shards(), megabytes(checkpoint->mapped_bytes()),

@@ -20,6 +20,8 @@
 #include <functional>
 #include <map>
 
+#include <unistd.h>
+
 using namespace hippo::engine;
 using hippo::engine::testing::init_preset;
 using hippo::engine::testing::read_file;
@@ -112,6 +114,32 @@ TEST_CASE("model init checkpoints load and validate, both presets and layouts", 
       CHECK(read_file(path + "/config.json") == model_config_to_text(checkpoint->config()));
     }
   }
+}
+
+// Pages of this process in RAM (Linux /proc/self/statm, second field), in bytes.
+uint64_t resident_set_bytes() {
+  std::ifstream statm("/proc/self/statm");
+  uint64_t size = 0, resident = 0;
+  statm >> size >> resident;
+  return resident * static_cast<uint64_t>(sysconf(_SC_PAGESIZE));
+}
+
+TEST_CASE("loading maps the shards and reads only their headers", "[checkpoint]") {
+  TempDir dir;
+  const std::string path = init_preset(dir, "small-fullkv", false, 1);
+  const uint64_t before = resident_set_bytes();
+  auto checkpoint = load_checkpoint(path);
+  REQUIRE(checkpoint.ok());
+  const uint64_t after = resident_set_bytes();
+  // 73 MB of weights are mapped; validation touches the headers and builds the table (a few MB).
+  CHECK(checkpoint->mapped_bytes() > 70'000'000);
+  CHECK(after < before + checkpoint->mapped_bytes() / 4);
+  // Reading a tensor touches its pages in place: they become part of this process, not a copy.
+  const TensorView head = checkpoint->tensor("head.weight");
+  uint64_t sum = 0;
+  for (std::byte b : head.bytes) sum += static_cast<uint64_t>(b);
+  CHECK(sum > 0);
+  CHECK(resident_set_bytes() >= after + head.bytes.size() / 2);
 }
 
 TEST_CASE("the tiny checkpoint is a fixed function of the seed", "[checkpoint]") {

@@ -35,6 +35,10 @@ TEST_CASE("the released config has 552B backbone, 196.6B Engram and 890 B/token"
   CHECK(kv.index_entry_bytes == 68);
   CHECK(kv.window_bytes_per_layer == 128 * 528);
   CHECK(kv.window_bytes == 43 * 128 * 528);
+
+  // The quantised release is about 475 GiB on disk in 48 shards (spec §1.3): the table's dtypes and
+  // shapes add up to that.
+  CHECK(static_cast<double>(table.total_bytes()) / (1 << 30) == Approx(475.5).epsilon(0.005));
 }
 
 TEST_CASE("the release tensor table has the names and shapes of the spec", "[summary]") {
