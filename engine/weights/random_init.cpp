@@ -82,10 +82,9 @@ struct BlockScales {
 };
 
 BlockScales block_scales(const TensorSpec& spec, uint64_t seed) {
-  const InitRule& rule = spec.init;
   const int64_t cols = spec.logical_shape[1];
-  const int64_t block_cols = rule.block[1];
-  return {stream_key(seed, scales_stream(spec.weight_name)), rule.exponent, rule.block[0], block_cols,
+  const int64_t block_cols = spec.block[1];
+  return {stream_key(seed, scales_stream(spec.weight_name)), spec.init.exponent, spec.block[0], block_cols,
           (cols + block_cols - 1) / block_cols};
 }
 

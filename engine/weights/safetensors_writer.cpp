@@ -12,7 +12,9 @@
 #include <fstream>
 
 namespace hippo::engine {
+namespace {
 
+// The header for tensors in data order, padded to a multiple of 8 bytes.
 std::string safetensors_header(const std::vector<ShardTensor>& tensors) {
   std::string header = R"({"__metadata__":{"format":"pt"})";
   uint64_t offset = 0;
@@ -28,6 +30,8 @@ std::string safetensors_header(const std::vector<ShardTensor>& tensors) {
   header.append((8 - header.size() % 8) % 8, ' ');
   return header;
 }
+
+}  // namespace
 
 Status write_safetensors(const std::string& path, std::vector<ShardTensor> tensors) {
   for (const ShardTensor& t : tensors)

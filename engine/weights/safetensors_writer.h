@@ -28,7 +28,4 @@ struct ShardTensor {
 // Writes the shard to `path` (replacing it). The data sizes must match dtype and shape (checked).
 Status write_safetensors(const std::string& path, std::vector<ShardTensor> tensors);
 
-// The header text write_safetensors would produce, with its padding (exposed for tests).
-std::string safetensors_header(const std::vector<ShardTensor>& tensors_in_data_order);
-
 }  // namespace hippo::engine

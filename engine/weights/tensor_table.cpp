@@ -69,7 +69,7 @@ class Builder {
   }
 
   void norm(const std::string& name, int64_t dim) {
-    values(name, DType::kBF16, {dim}, {InitRule::Kind::kUniform, 1.0, -4, 4, {}});  // 1 + k/128, |k| <= 8
+    values(name, DType::kBF16, {dim}, {InitRule::Kind::kUniform, 1.0, -4, 4});  // 1 + k/128, |k| <= 8
   }
   void bf16_linear(const std::string& prefix, int64_t out, int64_t in) {
     values(prefix + ".weight", DType::kBF16, {out, in}, uniform(fan_in_exponent(in), 8));
@@ -90,51 +90,56 @@ class Builder {
   // A routed expert's linear: packed FP4 + per-32 scales when quantised, BF16 otherwise.
   void expert(const std::string& prefix, int64_t out, int64_t in) {
     // E2M1 magnitudes reach 6 (vs about 1 for the FP8 codes used here): two binades lower scales.
-    const InitRule init{InitRule::Kind::kFp4, 0, fan_in_exponent(in) - 2, 0, {1, kFp4BlockSize}};
+    const InitRule init{InitRule::Kind::kFp4, 0, fan_in_exponent(in) - 2, 0};
+    const std::vector<int64_t> block{1, kFp4BlockSize};
     const std::string weight = prefix + ".weight";
     if (!quantised_) {
-      plain_matrix(weight, out, in, init);
+      plain_matrix(weight, out, in, init, block);
       return;
     }
-    TensorSpec codes = matrix(weight, DType::kI8, {out, in / 2}, out, in, Storage::kFp4Codes, init);
+    TensorSpec codes = matrix(weight, DType::kI8, {out, in / 2}, out, in, Storage::kFp4Codes, init, block);
     codes.n_params = out * in;
     add(std::move(codes));
     add(matrix(prefix + ".scale", DType::kF8E8M0, {out, in / kFp4BlockSize}, out, in, Storage::kFp4Scales, init,
-               weight));
+               block, weight));
   }
 
  private:
-  static InitRule uniform(int exponent, int bits) { return {InitRule::Kind::kUniform, 0, exponent, bits, {}}; }
+  static InitRule uniform(int exponent, int bits) { return {InitRule::Kind::kUniform, 0, exponent, bits}; }
 
   void block_quantised(const std::string& prefix, int64_t out, int64_t in, std::vector<int64_t> block, int exponent) {
-    const InitRule init{InitRule::Kind::kFp8, 0, exponent, 0, block};
+    const InitRule init{InitRule::Kind::kFp8, 0, exponent, 0};
     const std::string weight = prefix + ".weight";
     if (!quantised_) {
-      plain_matrix(weight, out, in, init);
+      plain_matrix(weight, out, in, init, block);
       return;
     }
-    TensorSpec codes = matrix(weight, DType::kF8E4M3, {out, in}, out, in, Storage::kFp8Codes, init);
+    TensorSpec codes = matrix(weight, DType::kF8E4M3, {out, in}, out, in, Storage::kFp8Codes, init, block);
     codes.n_params = out * in;
     add(std::move(codes));
     const int64_t scale_rows = (out + block[0] - 1) / block[0];
     const int64_t scale_cols = (in + block[1] - 1) / block[1];
-    add(matrix(prefix + ".scale", DType::kF8E8M0, {scale_rows, scale_cols}, out, in, Storage::kFp8Scales, init, weight));
+    add(matrix(prefix + ".scale", DType::kF8E8M0, {scale_rows, scale_cols}, out, in, Storage::kFp8Scales, init, block,
+               weight));
   }
 
-  void plain_matrix(const std::string& name, int64_t out, int64_t in, const InitRule& init) {
-    TensorSpec spec = matrix(name, DType::kBF16, {out, in}, out, in, Storage::kValues, init);
+  void plain_matrix(const std::string& name, int64_t out, int64_t in, const InitRule& init,
+                    const std::vector<int64_t>& block) {
+    TensorSpec spec = matrix(name, DType::kBF16, {out, in}, out, in, Storage::kValues, init, block);
     spec.n_params = out * in;
     add(std::move(spec));
   }
 
   TensorSpec matrix(const std::string& name, DType dtype, std::vector<int64_t> shape, int64_t out, int64_t in,
-                    Storage storage, const InitRule& init, const std::string& weight_name = {}) {
+                    Storage storage, const InitRule& init, const std::vector<int64_t>& block,
+                    const std::string& weight_name = {}) {
     TensorSpec spec;
     spec.name = name;
     spec.dtype = dtype;
     spec.shape = std::move(shape);
     spec.logical_shape = {out, in};
     spec.storage = storage;
+    spec.block = block;
     spec.weight_name = weight_name.empty() ? name : weight_name;
     spec.init = init;
     return spec;
@@ -164,9 +169,9 @@ void add_block(Builder& b, const TextConfig& t, const std::string& p, int64_t la
   in_scope(Component::kMhc);
   for (const char* site : {"attn", "ffn"}) {
     b.f32(fmt::format("{}hc_{}_fn", p, site), {mix, t.hc_mult * d},
-          {InitRule::Kind::kUniform, 0, fan_in_exponent(t.hc_mult * d), 24, {}});
-    b.f32(fmt::format("{}hc_{}_base", p, site), {mix}, {InitRule::Kind::kUniform, 0, -2, 24, {}});
-    b.f32(fmt::format("{}hc_{}_scale", p, site), {3}, {InitRule::Kind::kUniform, 0, -2, 24, {}});
+          {InitRule::Kind::kUniform, 0, fan_in_exponent(t.hc_mult * d), 24});
+    b.f32(fmt::format("{}hc_{}_base", p, site), {mix}, {InitRule::Kind::kUniform, 0, -2, 24});
+    b.f32(fmt::format("{}hc_{}_scale", p, site), {3}, {InitRule::Kind::kUniform, 0, -2, 24});
   }
   in_scope(Component::kNorm);
   b.norm(p + "attn_norm.weight", d);
@@ -182,12 +187,12 @@ void add_block(Builder& b, const TextConfig& t, const std::string& p, int64_t la
   // wo_a: o_groups blocks of [o_lora_rank, heads_dim / o_groups], stacked.
   b.dense(p + "attn.wo_a", t.o_groups * t.o_lora_rank, heads_dim / t.o_groups);
   b.dense(p + "attn.wo_b", d, t.o_groups * t.o_lora_rank);
-  b.f32(p + "attn.attn_sink", {t.num_attention_heads}, {InitRule::Kind::kUniform, 0, 0, 24, {}});
+  b.f32(p + "attn.attn_sink", {t.num_attention_heads}, {InitRule::Kind::kUniform, 0, 0, 24});
 
   in_scope(Component::kRouter);
   b.bf16_linear(p + "ffn.gate", n_experts, d);
-  b.f32(p + "ffn.gate.bias", {n_experts}, {InitRule::Kind::kUniform, 0, -4, 24, {}});
-  if (vision_bias) b.f32(p + "ffn.gate.bias_vl", {n_experts}, {InitRule::Kind::kUniform, 0, -4, 24, {}});
+  b.f32(p + "ffn.gate.bias", {n_experts}, {InitRule::Kind::kUniform, 0, -4, 24});
+  if (vision_bias) b.f32(p + "ffn.gate.bias_vl", {n_experts}, {InitRule::Kind::kUniform, 0, -4, 24});
 
   in_scope(Component::kRoutedExperts);
   const int64_t width = t.moe_intermediate_size;
@@ -233,8 +238,8 @@ void add_trunk_layer(Builder& b, const TextConfig& t, const LayerRole& role) {
     b.engram_rows(p + "engram.embed", rows, t.engram_head_dim);
     b.set_scope(Component::kEngram, role.layer);
     b.dense(p + "engram.wkv", (t.hc_mult + 1) * d, gathered);  // n keys, then the value
-    b.f32(p + "engram.q_weight", {t.hc_mult, d}, {InitRule::Kind::kUniform, 1.0, -4, 16, {}});
-    b.f32(p + "engram.k_weight", {t.hc_mult, d}, {InitRule::Kind::kUniform, 1.0, -4, 16, {}});
+    b.f32(p + "engram.q_weight", {t.hc_mult, d}, {InitRule::Kind::kUniform, 1.0, -4, 16});
+    b.f32(p + "engram.k_weight", {t.hc_mult, d}, {InitRule::Kind::kUniform, 1.0, -4, 16});
   }
 }
 
@@ -252,9 +257,9 @@ void add_dspark_stage(Builder& b, const TextConfig& t, int64_t stage) {
   if (stage == t.num_nextn_predict_layers - 1) {  // the last stage carries the draft head
     b.norm(p + "norm.weight", d);
     b.f32(p + "hc_head_fn", {t.hc_mult, t.hc_mult * d},
-          {InitRule::Kind::kUniform, 0, fan_in_exponent(t.hc_mult * d), 24, {}});
-    b.f32(p + "hc_head_base", {t.hc_mult}, {InitRule::Kind::kUniform, 0, -2, 24, {}});
-    b.f32(p + "hc_head_scale", {1}, {InitRule::Kind::kUniform, 0, -2, 24, {}});
+          {InitRule::Kind::kUniform, 0, fan_in_exponent(t.hc_mult * d), 24});
+    b.f32(p + "hc_head_base", {t.hc_mult}, {InitRule::Kind::kUniform, 0, -2, 24});
+    b.f32(p + "hc_head_scale", {1}, {InitRule::Kind::kUniform, 0, -2, 24});
     b.bf16_linear(p + "markov_head.markov_w1", t.vocab_size, t.dspark_markov_rank);
     b.bf16_linear(p + "markov_head.markov_w2", t.vocab_size, t.dspark_markov_rank);
     b.bf16_linear(p + "confidence_head.proj", 1, d + t.dspark_markov_rank);

@@ -52,8 +52,8 @@ enum class Storage {
 // How `model init` fills a tensor (random_init.cpp has the arithmetic).
 //   kUniform: center + k * 2^(exponent - bits + 1), k uniform in [-2^(bits-1), 2^(bits-1)): values
 //             exactly representable in the tensor's dtype (bits <= 8 for BF16, <= 24 for F32).
-//   kFp8:     random E4M3 codes times E8M0 block scales 2^(exponent) or 2^(exponent - 1), blocks of
-//             `block`; a plain (BF16) tensor holds the exact dequantised values, so a plain and a
+//   kFp8:     random E4M3 codes times E8M0 block scales 2^(exponent) or 2^(exponent - 1), in the
+//             spec's blocks; a plain (BF16) tensor holds the exact dequantised values, so a plain and a
 //             quantised checkpoint of one seed are the same model.
 //   kFp4:     random E2M1 codes times per-32 scales 2^(exponent) or 2^(exponent - 1), likewise.
 struct InitRule {
@@ -62,7 +62,6 @@ struct InitRule {
   double center = 0;
   int exponent = 0;
   int bits = 8;
-  std::vector<int64_t> block;  // kFp8: [rows, cols] of one scale block
 };
 
 struct TensorSpec {
@@ -71,6 +70,7 @@ struct TensorSpec {
   std::vector<int64_t> shape;          // on disk
   std::vector<int64_t> logical_shape;  // of the values it stands for: [out, in] of a linear
   Storage storage = Storage::kValues;
+  std::vector<int64_t> block;          // FP8/FP4 matrices (also plain ones, for init): [rows, cols] per scale
   std::string weight_name;             // the matrix this tensor stores or scales (PRNG stream of init)
   int64_t n_params = 0;                // logical parameters it carries; 0 for scales
   Component component = Component::kAttention;

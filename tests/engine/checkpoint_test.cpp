@@ -3,6 +3,7 @@
 // kind of bad checkpoint is an error naming the tensor and the shard.
 #include "engine/weights/checkpoint.h"
 #include "engine/weights/dequant.h"
+#include "engine/weights/float_tensor.h"
 #include "engine/weights/init_checkpoint.h"
 #include "engine/weights/random_init.h"
 #include "engine/weights/safetensors_writer.h"
@@ -178,7 +179,7 @@ TEST_CASE("a plain checkpoint holds exactly the dequantised values of the quanti
     const int64_t rows = spec.shape[0], cols = spec.shape[1];
     std::vector<float> expected(static_cast<size_t>(rows * cols));
     if (spec.init.kind == InitRule::Kind::kFp8) {
-      dequantize_fp8(u8(codes), u8(scales), rows, cols, spec.init.block[0], spec.init.block[1], expected);
+      dequantize_fp8(u8(codes), u8(scales), rows, cols, spec.block[0], spec.block[1], expected);
       ++fp8;
     } else {
       dequantize_fp4(u8(codes), u8(scales), rows, cols, expected);
@@ -189,6 +190,13 @@ TEST_CASE("a plain checkpoint holds exactly the dequantised values of the quanti
   CHECK(fp8 > 0);
   CHECK(fp4 > 0);
   CHECK(values > 0);
+  // tensor_to_float reads either layout to the same floats.
+  for (const TensorSpec& spec : plain->table().tensors()) {
+    INFO(spec.name);
+    const std::vector<float> from_plain = tensor_to_float(*plain, spec.name);
+    CHECK(static_cast<int64_t>(from_plain.size()) == element_count(spec.logical_shape));
+    CHECK(from_plain == tensor_to_float(*quantised, spec.name));
+  }
   // The quantised Engram table has one scale per 32 values of a row.
   CHECK(quantised->tensor("layers.1.engram.embed.scale").spec->shape == std::vector<int64_t>{6126, 1});
 }

@@ -70,7 +70,12 @@ TEST_CASE("a written shard reads back with its dtypes, shapes and bytes, aligned
   // Largest elements first: I64, then F32, BF16, bytes.
   CHECK(shard->entries().front().name == "ids");
   CHECK(shard->entries().back().name == "scales");
-  CHECK(shard->file().size() == read_file(dir / "a.safetensors").size());
+  const std::string image = read_file(dir / "a.safetensors");
+  CHECK(shard->file().size() == image.size());
+  uint64_t header_bytes = 0;
+  std::memcpy(&header_bytes, image.data(), 8);
+  CHECK(header_bytes % 8 == 0);  // the data section starts 8-aligned
+  CHECK(image.substr(8, 31) == R"({"__metadata__":{"format":"pt"})");
   // Deterministic: writing again gives the same bytes.
   REQUIRE(write_safetensors(dir / "b.safetensors", tensors).ok());
   CHECK(read_file(dir / "a.safetensors") == read_file(dir / "b.safetensors"));
