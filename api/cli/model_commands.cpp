@@ -40,6 +40,7 @@ struct InitCommand {
 struct InspectCommand {
   std::string path;
   bool json = false;
+  bool tensors = false;
 };
 
 // 22.2 MB, 510.3 GB
@@ -191,6 +192,17 @@ Status run_inspect(const InspectCommand& command, std::ostream& out) {
                            {"tensors", table.tensors().size()},
                            {"mapped_bytes", checkpoint->mapped_bytes()},
                            {"resident_bytes", checkpoint->resident_bytes()}};
+    if (command.tensors) {
+      boost::json::array list;
+      for (const engine::TensorSpec& spec : table.tensors()) {
+        boost::json::array shape;
+        for (int64_t d : spec.shape) shape.push_back(d);
+        boost::json::object entry{{"name", spec.name}, {"dtype", engine::dtype_name(spec.dtype)}, {"shape", shape}};
+        if (checkpoint) entry["shard"] = *checkpoint->tensor(spec.name).shard;
+        list.push_back(std::move(entry));
+      }
+      doc["tensor_list"] = std::move(list);
+    }
     out << boost::json::serialize(doc) << "\n";
     return {};
   }
@@ -202,6 +214,10 @@ Status run_inspect(const InspectCommand& command, std::ostream& out) {
     out << fmt::format("checkpoint   {} tensors in {} shards, {} mapped, {} resident\n", table.tensors().size(),
                        checkpoint->n_shards(), megabytes(checkpoint->mapped_bytes()),
                        megabytes(checkpoint->resident_bytes()));
+  if (command.tensors)
+    for (const engine::TensorSpec& spec : table.tensors())
+      out << fmt::format("  {:<48} {:<8} {:<16}{}\n", spec.name, engine::dtype_name(spec.dtype),
+                         engine::shape_string(spec.shape), checkpoint ? " " + *checkpoint->tensor(spec.name).shard : "");
   return {};
 }
 
@@ -232,6 +248,7 @@ void add_model_commands(CLI::App& app, Invocation& inv) {
   CLI::App* inspect_cmd = model->add_subcommand("inspect", "Print a checkpoint's structure, parameters and KV bytes");
   inspect_cmd->add_option("path", inspect->path, "Checkpoint directory, or a config.json alone")->required();
   inspect_cmd->add_flag("--json", inspect->json, "One JSON object instead of a table");
+  inspect_cmd->add_flag("--tensors", inspect->tensors, "Also list every tensor: name, dtype, shape (and shard)");
   inspect_cmd->parse_complete_callback([&inv, inspect] {
     inv.action = [&inv, inspect] { return run_inspect(*inspect, *inv.out); };
   });

@@ -160,6 +160,13 @@ def test_inspect_a_checkpoint(tmp_path, tokenizer_dir):
     assert doc["checkpoint"]["shards"] == len(list(d.glob("*.safetensors")))
     assert doc["checkpoint"]["mapped_bytes"] == sum(p.stat().st_size for p in d.glob("*.safetensors"))
     assert doc["config"]["text_config"]["head_dim"] == 512
+    r = hippo("model", "inspect", str(d), "--tensors")
+    assert r.returncode == 0, r.stderr
+    line = next(l for l in r.stdout.splitlines() if l.split()[:1] == ["layers.20.attn.compressor.wkv.weight"])
+    assert line.split()[1:3] == ["BF16", "[512,"] and line.endswith(".safetensors")
+    listed = json.loads(hippo("model", "inspect", str(d), "--json", "--tensors").stdout)["tensor_list"]
+    index = json.loads((d / "model.safetensors.index.json").read_text())["weight_map"]
+    assert {t["name"]: t["shard"] for t in listed} == index
 
 
 def test_bad_input_is_a_clear_error(tmp_path, tokenizer_dir):
