@@ -180,7 +180,9 @@ Status run_inspect(const InspectCommand& command, std::ostream& out) {
   } else {
     HIPPO_ASSIGN_OR_RETURN(config, engine::load_model_config(command.path));
   }
-  const engine::TensorTable table = engine::TensorTable::build(config);
+  std::optional<engine::TensorTable> config_table;  // a checkpoint brings its own
+  if (!checkpoint) config_table.emplace(engine::TensorTable::build(config));
+  const engine::TensorTable& table = checkpoint ? checkpoint->table() : *config_table;
   const engine::ParameterCounts params = engine::count_parameters(config, table);
   const engine::KvFootprint kv = engine::kv_footprint(config.text_config);
 
