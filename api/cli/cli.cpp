@@ -64,9 +64,7 @@ std::unique_ptr<CLI::App> build_app(Invocation& inv) {
               {"fork", "Copy a session, sharing its KV chunks"}, {"rm", "Delete a session"},
               {"gc", "Remove unreferenced KV chunks"}},
              "session store, issue #5");
-  add_family(*app, inv, "model", "Create and inspect model checkpoints",
-             {{"init", "Write a deterministic random checkpoint"}, {"inspect", "Print a checkpoint's structure"}},
-             "inference engine, issue #3");
+  add_model_commands(*app, inv);
   add_family(*app, inv, "key", "Manage API keys",
              {{"create", "Create an API key for a tenant"}, {"list", "List API keys"}, {"revoke", "Revoke an API key"}},
              "API keys, issue #7");
