@@ -1,6 +1,6 @@
-// Scalar reference decoders for the checkpoint's number formats (design/deepseek-v41-architecture.md
-// §4.3). They are exact: every value they produce is representable in float, and no rounding happens.
-// The forward pass's fast kernels are tested against these.
+// Whole-tensor dequantisation of the checkpoint's quantised formats (design/deepseek-v41-architecture.md
+// §4.3), built on the exact scalar decoders of kernels/ref/numeric_formats.h: every value produced is
+// representable in float, and no rounding happens.
 //
 //   BF16      upper half of an IEEE binary32.
 //   F8_E4M3   e4m3fn: sign | 4 exponent bits (bias 7) | 3 mantissa bits; exponent 0 is subnormal
@@ -20,13 +20,6 @@
 namespace hippo::engine {
 
 inline constexpr int64_t kFp4BlockSize = 32;  // E2M1 elements per E8M0 scale (MXFP4)
-
-float bf16_to_float(uint16_t bits);
-// Round-to-nearest-even; NaN stays NaN.
-uint16_t float_to_bf16(float value);
-float e4m3_to_float(uint8_t code);
-float e8m0_to_float(uint8_t code);
-float e2m1_to_float(uint8_t nibble);  // only the low 4 bits are read
 
 // out[r * cols + c] = e4m3(codes[r * cols + c]) * e8m0(scales[(r / block_rows) * scale_cols + c / block_cols])
 // with scale_cols = ceil(cols / block_cols). Sizes are checked (a mismatch is a bug).

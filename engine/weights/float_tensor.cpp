@@ -1,8 +1,9 @@
-// Dispatch on the tensor's storage kind onto the exact decoders of dequant.h.
+// Dispatch on the tensor's storage kind onto the exact decoders (kernels/ref, through dequant.h).
 #include "engine/weights/float_tensor.h"
 
 #include "base/check.h"
 #include "engine/weights/dequant.h"
+#include "kernels/ref/numeric_formats.h"
 
 #include <cstring>
 #include <string>
@@ -38,7 +39,7 @@ std::vector<float> tensor_to_float(const Checkpoint& checkpoint, std::string_vie
         for (size_t i = 0; i < out.size(); ++i) {
           uint16_t bits;
           std::memcpy(&bits, view.bytes.data() + 2 * i, 2);
-          out[i] = bf16_to_float(bits);
+          out[i] = kernels::ref::bf16_to_f32(bits);
         }
       }
       break;

@@ -10,6 +10,7 @@
 
 #include "base/check.h"
 #include "engine/weights/dequant.h"
+#include "kernels/ref/numeric_formats.h"
 
 #include <bit>
 #include <cmath>
@@ -52,7 +53,7 @@ void put(std::vector<std::byte>& out, size_t index, DType dtype, float value) {
     std::memcpy(out.data() + index * 4, &value, 4);
   } else {
     HIPPO_CHECK(dtype == DType::kBF16, "generate_tensor: values must be F32 or BF16");
-    const uint16_t bits = float_to_bf16(value);
+    const uint16_t bits = kernels::ref::f32_to_bf16(value);
     std::memcpy(out.data() + index * 2, &bits, 2);
   }
 }
@@ -110,7 +111,7 @@ std::vector<std::byte> fp8_tensor(const TensorSpec& spec, uint64_t seed) {
       for (int64_t r = 0; r < rows; ++r)
         for (int64_t c = 0; c < cols; ++c) {
           const auto i = static_cast<size_t>(r * cols + c);
-          put(out, i, spec.dtype, e4m3_to_float(fp8_code(stream_bits(key, i))) * e8m0_to_float(scales.at(r, c)));
+          put(out, i, spec.dtype, kernels::ref::e4m3fn_to_f32(fp8_code(stream_bits(key, i))) * kernels::ref::e8m0_to_f32(scales.at(r, c)));
         }
       break;
     default: HIPPO_CHECK(false, "generate_tensor: FP8 rule on a non-FP8 tensor");
@@ -138,7 +139,7 @@ std::vector<std::byte> fp4_tensor(const TensorSpec& spec, uint64_t seed) {
       for (int64_t r = 0; r < rows; ++r)
         for (int64_t c = 0; c < cols; ++c) {
           const int64_t i = r * cols + c;
-          put(out, static_cast<size_t>(i), spec.dtype, e2m1_to_float(nibble(i)) * e8m0_to_float(scales.at(r, c)));
+          put(out, static_cast<size_t>(i), spec.dtype, kernels::ref::e2m1_to_f32(nibble(i)) * kernels::ref::e8m0_to_f32(scales.at(r, c)));
         }
       break;
     default: HIPPO_CHECK(false, "generate_tensor: FP4 rule on a non-FP4 tensor");

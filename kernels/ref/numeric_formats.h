@@ -17,6 +17,14 @@ namespace hippo::kernels::ref {
 
 inline float bf16_to_f32(std::uint16_t bits) { return std::bit_cast<float>(std::uint32_t{bits} << 16); }
 
+// Round to nearest, ties to even; NaN stays a (quiet) NaN with its sign.
+inline std::uint16_t f32_to_bf16(float value) {
+  const std::uint32_t bits = std::bit_cast<std::uint32_t>(value);
+  if (std::isnan(value)) return static_cast<std::uint16_t>((bits >> 16) | 0x40);
+  const std::uint32_t rounding = 0x7FFF + ((bits >> 16) & 1);
+  return static_cast<std::uint16_t>((bits + rounding) >> 16);
+}
+
 inline float e8m0_to_f32(std::uint8_t byte) {
   if (byte == 0xFF) return std::numeric_limits<float>::quiet_NaN();
   return std::ldexp(1.0f, int{byte} - 127);  // exact: 2^-127 is a float subnormal, 2^127 the largest power

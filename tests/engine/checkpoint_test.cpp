@@ -1,6 +1,7 @@
 // `model init` checkpoints: they load and pass validation in both presets and layouts, the bytes are a
 // fixed function of the seed, the plain layout holds exactly the dequantised quantised values, and every
 // kind of bad checkpoint is an error naming the tensor and the shard.
+#include "kernels/ref/numeric_formats.h"
 #include "engine/weights/checkpoint.h"
 #include "engine/weights/dequant.h"
 #include "engine/weights/float_tensor.h"
@@ -84,7 +85,7 @@ std::vector<float> floats_of(const TensorView& view) {
   for (int64_t i = 0; i < n; ++i) {
     uint16_t bits;
     std::memcpy(&bits, view.bytes.data() + 2 * i, 2);
-    out[static_cast<size_t>(i)] = bf16_to_float(bits);
+    out[static_cast<size_t>(i)] = hippo::kernels::ref::bf16_to_f32(bits);
   }
   return out;
 }
