@@ -59,7 +59,16 @@ bool is_valid_utf8(std::string_view text) {
 std::string repair_utf8(std::string_view text) {
   std::string out;
   out.reserve(text.size() + 8);
+  append_repaired_utf8(text, out);
+  return out;
+}
+
+void append_repaired_utf8(std::string_view text, std::string& out) {
   for (std::size_t pos = 0; pos < text.size();) {
+    if (static_cast<std::uint8_t>(text[pos]) < 0x80) {
+      out.push_back(text[pos++]);
+      continue;
+    }
     const Utf8Step step = decode_utf8(text, pos);
     if (step.valid) {
       out.append(text.substr(pos, step.len));
@@ -68,7 +77,6 @@ std::string repair_utf8(std::string_view text) {
     }
     pos += step.len;
   }
-  return out;
 }
 
 std::size_t utf8_complete_prefix(std::string_view text) {

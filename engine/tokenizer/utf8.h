@@ -29,6 +29,7 @@ bool is_valid_utf8(std::string_view text);
 
 // `text` with every invalid sequence replaced by U+FFFD (the maximal subpart rule).
 std::string repair_utf8(std::string_view text);
+void append_repaired_utf8(std::string_view text, std::string& out);
 
 // The length of the longest prefix of `text` after which no character is cut: a trailing incomplete
 // but still valid-so-far sequence (at most 3 bytes) is excluded; invalid bytes are not held back.
