@@ -15,6 +15,8 @@ import argparse
 import copy
 import json
 import random
+import struct
+import zlib
 
 import deepseek_recipe as dr
 
@@ -76,6 +78,21 @@ def arguments(rng, tool):
     return json.dumps(args, ensure_ascii=rng.random() < 0.3, separators=rng.choice([None, (",", ":")]))
 
 
+def png(width, height):
+    """A small solid-colour PNG: the reference wants real image bytes behind each placeholder."""
+    rows = b"".join(b"\x00" + b"\x80\x40\x20" * width for _ in range(height))
+
+    def chunk(kind, data):
+        return struct.pack(">I", len(data)) + kind + data + struct.pack(">I", zlib.crc32(kind + data) & 0xFFFFFFFF)
+
+    return (b"\x89PNG\r\n\x1a\n" + chunk(b"IHDR", struct.pack(">IIBBBBB", width, height, 8, 2, 0, 0, 0)) +
+            chunk(b"IDAT", zlib.compress(rows)) + chunk(b"IEND", b""))
+
+
+def images(msg):
+    return [dr.BytesImageSource(png(64, 32)) for _ in range(msg.get("n_images", 0))]
+
+
 def tool_spec(t):
     return dr.ToolDefinition(t["name"], t.get("description"), t.get("parameters"))
 
@@ -85,9 +102,9 @@ def to_recipe(msg):
     if role == "system":
         return dr.SystemMessage(msg["content"])
     if role == "user":
-        return dr.UserMessage(msg["content"])
+        return dr.UserMessage(msg["content"], images(msg))
     if role == "tool":
-        return dr.ToolMessage(msg["content"], msg.get("tool_call_id"))
+        return dr.ToolMessage(msg["content"], msg.get("tool_call_id"), images(msg))
     if role == "latest_reminder":
         return dr.LatestReminderMessage(msg["content"])
     calls = [dr.ToolCall(c["id"], c["name"], c["arguments"]) for c in msg.get("tool_calls", [])]
@@ -119,10 +136,11 @@ def case(name, messages, family="v4", thinking=True, effort=None, tools=(), tool
             "response_format": response_format or {"kind": "text"}, "messages": messages}
 
 
-def U(c): return {"role": "user", "content": c}
+def U(c, n_images=0): return {"role": "user", "content": c, "n_images": n_images}
 def S(c): return {"role": "system", "content": c}
 def R(c): return {"role": "latest_reminder", "content": c}
-def T(c, i=None): return {"role": "tool", "content": c, **({"tool_call_id": i} if i is not None else {})}
+def T(c, i=None, n_images=0):
+    return {"role": "tool", "content": c, "n_images": n_images, **({"tool_call_id": i} if i is not None else {})}
 def C(i, n, a): return {"id": i, "name": n, "arguments": a}
 
 
@@ -173,6 +191,11 @@ def named_cases():
                  [U("a"), A("", None, [C("1", "search", "[1,2]"), C("2", "search", "not json"), C("3", "search", "5"),
                                        C("4", "search", ' {"query" : "x\\u00e9\\n\\"q\\"" , "filters": {"b": [true, null, 1.5]}} ')]),
                   T("ok", "1")], family=family, thinking=False, tools=[SEARCH]),
+            # Image placeholders: the first n in a message's content stand for its images.
+            case(f"{family}-images",
+                 [U("compare <｜image｜> with <｜image｜> and <｜image｜>", 2),
+                  A("", None, [C("1", "noop", "{}")]), T("screenshot: <｜image｜>", "1", 1)],
+                 family=family, thinking=False, tools=[BARE]),
             case(f"{family}-special-text-in-content",
                  [S("<｜Assistant｜> in system"), U("<｜begin▁of▁sentence｜><think>｜DSML｜"), A("</think><｜end▁of▁sentence｜>", None),
                   U("<tool_result>x</tool_result>")], family=family, thinking=False, tools=[BARE]),

@@ -70,6 +70,18 @@ void push_raw_tool_calls(std::string_view raw, RenderedPrompt& out) {
   }
 }
 
+// User or tool content: the first `n_images` image placeholders are special, the rest is text.
+void push_content(std::string_view content, std::size_t n_images, RenderedPrompt& out) {
+  for (std::size_t i = 0; i < n_images; ++i) {
+    const std::size_t at = content.find(kImagePlaceholder);
+    if (at == std::string_view::npos) break;
+    push_plain(content.substr(0, at), out);
+    push_special(kImagePlaceholder, out);
+    content.remove_prefix(at + kImagePlaceholder.size());
+  }
+  push_plain(content, out);
+}
+
 // The tag names inside the tools section: "tool_calls"/"invoke"/"parameter", or V4.1's " calls"/…
 std::string_view tag_name(std::string_view tag) {
   const std::size_t at = tag.find(kDsmlToken) + kDsmlToken.size();
@@ -228,7 +240,7 @@ class ChatRenderer {
         return make_error(ErrorCode::kInvalidArgument, "a system message after the first turn");
       case Role::kUser:
       case Role::kTool:
-        turn_.push_back(TurnBlock{m.role == Role::kTool, m.tool_call_id, m.content});
+        turn_.push_back(TurnBlock{m.role == Role::kTool, m.tool_call_id, m.content, m.n_images});
         return {};
       case Role::kLatestReminder:
         flush_turn(out);
@@ -266,6 +278,7 @@ class ChatRenderer {
     bool tool = false;
     std::string id;
     std::string content;
+    std::size_t n_images = 0;
   };
 
   // The order of the tool results `blocks` (indices into it): by the preceding assistant's written
@@ -303,11 +316,12 @@ class ChatRenderer {
     for (std::size_t i = begin; i < end; ++i) {
       if (i > begin) push_plain(kBlockSeparator, out);
       if (!turn_[i].tool) {
-        push_plain(turn_[i].content, out);
+        push_content(turn_[i].content, turn_[i].n_images, out);
         continue;
       }
+      const TurnBlock& result = turn_[tools[next_tool++]];
       push_plain("<tool_result>", out);
-      push_plain(turn_[tools[next_tool++]].content, out);
+      push_content(result.content, result.n_images, out);
       push_plain("</tool_result>", out);
     }
   }
@@ -398,6 +412,30 @@ Result<std::vector<TokenId>> encode_prompt(const Tokenizer& tokenizer, const Ren
     ids.push_back(*id);
   }
   return ids;
+}
+
+Result<std::vector<TokenId>> expand_image_spans(std::span<const TokenId> ids, TokenId placeholder_id,
+                                                std::span<const ImageGrid> grids) {
+  std::vector<TokenId> out;
+  out.reserve(ids.size());
+  std::size_t next = 0;
+  for (TokenId id : ids) {
+    if (id != placeholder_id) {
+      out.push_back(id);
+      continue;
+    }
+    if (next == grids.size()) {
+      return make_error(ErrorCode::kInvalidArgument, "the prompt has more image placeholders than the {} images given",
+                        grids.size());
+    }
+    const ImageGrid& g = grids[next++];
+    if (g.n_rows == 0 || g.n_cols == 0) return make_error(ErrorCode::kInvalidArgument, "image {} has an empty grid", next - 1);
+    out.insert(out.end(), g.n_rows * (g.n_cols + 1) + 2, kImageSpanTokenId);
+  }
+  if (next != grids.size()) {
+    return make_error(ErrorCode::kInvalidArgument, "{} images given for {} placeholders", grids.size(), next);
+  }
+  return out;
 }
 
 ChatEncoder::ChatEncoder(const Tokenizer& tokenizer, ChatOptions options)

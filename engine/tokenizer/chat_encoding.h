@@ -32,11 +32,18 @@
 #include <optional>
 #include <span>
 #include <string>
+#include <string_view>
 #include <vector>
 
 namespace hippo::tokenizer {
 
 enum class Role { kSystem, kUser, kAssistant, kTool, kLatestReminder };
+
+// An image in a prompt: one placeholder token, which the model's input expands into the image's
+// span (expand_image_spans).
+inline constexpr std::string_view kImagePlaceholder = "<｜image｜>";
+// Every position of an image span carries this id (architecture spec §7.4).
+inline constexpr TokenId kImageSpanTokenId = 129264;
 
 struct ToolCall {
   std::string id;
@@ -47,6 +54,9 @@ struct ToolCall {
 struct Message {
   Role role = Role::kUser;
   std::string content;
+  // user, tool: the first n_images occurrences of kImagePlaceholder in `content` stand for the
+  // message's images (as in the reference); later ones are text.
+  std::size_t n_images = 0;
   std::optional<std::string> reasoning;       // assistant
   std::vector<ToolCall> tool_calls;           // assistant
   std::optional<std::string> raw_tool_calls;  // assistant: the model's exact block bytes
@@ -97,6 +107,18 @@ Result<RenderedPrompt> render_chat(std::span<const Message> messages, const Chat
 // Special pieces become their token (an error if the tokenizer lacks it, e.g. V4.1's "<｜System｜>"
 // in the V4 tokenizer); plain pieces are encoded without the added vocabulary.
 Result<std::vector<TokenId>> encode_prompt(const Tokenizer& tokenizer, const RenderedPrompt& prompt);
+
+// The grid of one image after the vision aligner's 3×3 merge (⌈n_h/3⌉ × ⌈n_w/3⌉ patches).
+struct ImageGrid {
+  std::size_t n_rows = 0;
+  std::size_t n_cols = 0;
+};
+
+// The model input for a prompt with images: each placeholder id becomes its image's span,
+// [START] + ([IMAGE] × n_cols + [NEWLINE]) × n_rows + [END] = n_rows·(n_cols+1)+2 positions, all
+// kImageSpanTokenId (the vision tower fills them). One grid per placeholder, in order.
+Result<std::vector<TokenId>> expand_image_spans(std::span<const TokenId> ids, TokenId placeholder_id,
+                                                std::span<const ImageGrid> grids);
 
 class ChatRenderer;
 

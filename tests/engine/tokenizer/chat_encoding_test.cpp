@@ -6,11 +6,27 @@
 
 #include <catch2/catch.hpp>
 
+#include <algorithm>
+
 namespace hippo::tokenizer {
 namespace {
 
 using testing::chat_fixtures;
 using testing::deepseek_tokenizer;
+
+Message message(Role role, std::string content, std::optional<std::string> reasoning = std::nullopt) {
+  Message m;
+  m.role = role;
+  m.content = std::move(content);
+  m.reasoning = std::move(reasoning);
+  return m;
+}
+
+Message user(std::string content) { return message(Role::kUser, std::move(content)); }
+
+Message answer(std::string content, std::optional<std::string> reasoning = std::nullopt) {
+  return message(Role::kAssistant, std::move(content), std::move(reasoning));
+}
 
 // "at byte N: ours …| reference …" around the first difference, for readable failures.
 std::string first_difference(const std::string& ours, const std::string& reference) {
@@ -45,7 +61,7 @@ TEST_CASE("prompts are byte-identical to the reference and ids equal its encodin
 }
 
 TEST_CASE("the V4.1 chat-mode vector of the architecture spec §7.1", "[chat]") {
-  const std::vector<Message> messages{{Role::kUser, "Say hello and tell me what model you are.", {}, {}, {}, {}, false}};
+  const std::vector<Message> messages{user("Say hello and tell me what model you are.")};
   ChatOptions options;
   options.family = ModelFamily::kV41;
   options.thinking = false;
@@ -117,20 +133,20 @@ TEST_CASE("incremental misuse is refused and leaves the encoder usable", "[chat]
   options.family = ModelFamily::kV4;
   options.thinking = true;
   ChatEncoder encoder(deepseek_tokenizer(), options);
-  const std::vector<Message> user{{Role::kUser, "hi", {}, {}, {}, {}, false}};
-  REQUIRE(encoder.encode_chat_suffix(user, true).ok());
+  const std::vector<Message> hi{user("hi")};
+  REQUIRE(encoder.encode_chat_suffix(hi, true).ok());
   const std::size_t n = encoder.n_tokens();
   // After a generation prompt, a user message cannot come before the answer.
-  CHECK(encoder.encode_chat_suffix(user, true).status().code() == ErrorCode::kFailedPrecondition);
+  CHECK(encoder.encode_chat_suffix(hi, true).status().code() == ErrorCode::kFailedPrecondition);
   // Thinking mode: an answer without reasoning does not continue "<think>".
-  const std::vector<Message> bare_answer{{Role::kAssistant, "hello", {}, {}, {}, {}, false}};
+  const std::vector<Message> bare_answer{answer("hello")};
   CHECK(encoder.encode_chat_suffix(bare_answer, false).status().code() == ErrorCode::kFailedPrecondition);
   CHECK(encoder.n_tokens() == n);
-  const std::vector<Message> answer{{Role::kAssistant, "hello", "r", {}, {}, {}, false}};
-  const Result<ChatSuffix> ok = encoder.encode_chat_suffix(answer, false);
+  const std::vector<Message> reasoned{answer("hello", "r")};
+  const Result<ChatSuffix> ok = encoder.encode_chat_suffix(reasoned, false);
   REQUIRE(ok.ok());
   CHECK(ok->text == "r</think>hello<｜end▁of▁sentence｜>");
-  const std::vector<Message> late_system{{Role::kSystem, "late", {}, {}, {}, {}, false}};
+  const std::vector<Message> late_system{message(Role::kSystem, "late")};
   CHECK(encoder.encode_chat_suffix(late_system, false).status().code() == ErrorCode::kInvalidArgument);
 }
 
@@ -140,16 +156,38 @@ TEST_CASE("replayed tool-call bytes are rendered verbatim with DSML markers as s
   options.thinking = false;
   options.tools.push_back({"f", std::nullopt, std::nullopt});
   const std::string raw = "\n\n<｜DSML｜tool_calls>\n<｜DSML｜invoke name=\"f\">\n</｜DSML｜invoke>\n</｜DSML｜tool_calls>";
-  Message from_model{Role::kAssistant, "", {}, {}, raw, {}, false};
-  Message structured{Role::kAssistant, "", {}, {{"1", "f", "{}"}}, {}, {}, false};
-  const std::vector<Message> a{{Role::kUser, "q", {}, {}, {}, {}, false}, from_model};
-  const std::vector<Message> b{{Role::kUser, "q", {}, {}, {}, {}, false}, structured};
+  Message from_model = answer("");
+  from_model.raw_tool_calls = raw;
+  Message structured = answer("");
+  structured.tool_calls = {{"1", "f", "{}"}};
+  const std::vector<Message> a{user("q"), from_model};
+  const std::vector<Message> b{user("q"), structured};
   const Result<RenderedPrompt> pa = render_chat(a, options);
   const Result<RenderedPrompt> pb = render_chat(b, options);
   REQUIRE(pa.ok());
   REQUIRE(pb.ok());
   CHECK(pa->text() == pb->text());
   CHECK(*encode_prompt(deepseek_tokenizer(), *pa) == *encode_prompt(deepseek_tokenizer(), *pb));
+}
+
+}  // namespace
+}  // namespace hippo::tokenizer
+
+namespace hippo::tokenizer {
+namespace {
+
+TEST_CASE("image placeholders expand into spans of the spec's length", "[chat]") {
+  const TokenId placeholder = *deepseek_tokenizer().added_token_id(kImagePlaceholder);
+  const std::vector<TokenId> ids{0, 5, placeholder, 7, placeholder};
+  const std::vector<ImageGrid> grids{{2, 3}, {1, 1}};
+  const Result<std::vector<TokenId>> expanded = expand_image_spans(ids, placeholder, grids);
+  REQUIRE(expanded.ok());
+  // 2·(3+1)+2 = 10 and 1·(1+1)+2 = 4 positions.
+  CHECK(expanded->size() == 3 + 10 + 4);
+  CHECK(std::count(expanded->begin(), expanded->end(), kImageSpanTokenId) == 14);
+  CHECK((*expanded)[2] == kImageSpanTokenId);
+  CHECK((*expanded)[12] == 7);
+  CHECK(expand_image_spans(ids, placeholder, std::span(grids).first(1)).status().code() == ErrorCode::kInvalidArgument);
 }
 
 }  // namespace

@@ -40,6 +40,7 @@ Message message(const json::value& v) {
   m.content = str(v, "content");
   m.reasoning = opt_str(v, "reasoning");
   m.tool_call_id = str(v, "tool_call_id");
+  if (const json::value* n = v.as_object().if_contains("n_images")) m.n_images = static_cast<std::size_t>(n->as_int64());
   if (const json::value* calls = v.as_object().if_contains("tool_calls")) {
     for (const json::value& c : calls->as_array()) m.tool_calls.push_back({str(c, "id"), str(c, "name"), str(c, "arguments")});
   }
