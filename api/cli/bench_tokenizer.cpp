@@ -58,7 +58,7 @@ Result<std::vector<Document>> read_corpus(const std::string& path) {
     pos += n;
     if (!read_u32(n) || pos + 4ull * n > data.size()) break;
     doc.ids.resize(n);
-    std::memcpy(doc.ids.data(), data.data() + pos, 4ull * n);
+    if (n > 0) std::memcpy(doc.ids.data(), data.data() + pos, 4ull * n);
     pos += 4ull * n;
     docs.push_back(std::move(doc));
   }

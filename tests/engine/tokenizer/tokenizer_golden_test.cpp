@@ -39,7 +39,7 @@ std::vector<GoldenDocument> read_corpus() {
     const std::uint32_t n_ids = read_u32();
     REQUIRE(pos + 4ull * n_ids <= data.size());
     doc.ids.resize(n_ids);
-    std::memcpy(doc.ids.data(), data.data() + pos, 4ull * n_ids);
+    if (n_ids > 0) std::memcpy(doc.ids.data(), data.data() + pos, 4ull * n_ids);
     pos += 4ull * n_ids;
     docs.push_back(std::move(doc));
   }
