@@ -136,7 +136,8 @@ std::string effort_text(const ChatOptions& options) {
 }
 
 // The DSML block for structured tool calls, "\n\n" included.
-Status push_tool_calls(const std::vector<ToolCall>& calls, const DsmlSyntax& syntax, RenderedPrompt& out) {
+void push_tool_calls(const std::vector<ToolCall>& calls, ModelFamily family, RenderedPrompt& out) {
+  const DsmlSyntax& syntax = dsml_syntax(family);
   const auto tag = [&](std::string_view t) { push_raw_tool_calls(t, out); };
   push_plain(kBlockSeparator, out);
   tag(syntax.block_open);
@@ -156,7 +157,7 @@ Status push_tool_calls(const std::vector<ToolCall>& calls, const DsmlSyntax& syn
     Result<std::vector<JsonMember>> members = json_object_members(call.arguments);
     if (!members.ok()) {
       param("arguments", true, call.arguments);  // not a JSON object: passed as written
-    } else if (members->empty() && &syntax == &kDsmlV41) {
+    } else if (members->empty() && family == ModelFamily::kV41) {
       push_plain("\n", out);  // V4.1 writes an empty line for a call without parameters
     } else {
       for (const JsonMember& m : *members) param(m.key, m.is_string, m.value);
@@ -165,7 +166,6 @@ Status push_tool_calls(const std::vector<ToolCall>& calls, const DsmlSyntax& syn
     push_plain("\n", out);
   }
   tag(syntax.block_close);
-  return {};
 }
 
 }  // namespace
@@ -185,7 +185,6 @@ class ChatRenderer {
 
   bool begun() const { return begun_; }
   bool turn_open() const { return turn_open_; }
-  const ChatOptions& options() const { return options_; }
 
   Status begin(const std::vector<std::string_view>& system_contents, RenderedPrompt& out) {
     begun_ = true;
@@ -359,7 +358,7 @@ class ChatRenderer {
     if (m.raw_tool_calls) {
       push_raw_tool_calls(*m.raw_tool_calls, out);
     } else if (!calls.empty()) {
-      HIPPO_RETURN_IF_ERROR(push_tool_calls(calls, *syntax_, out));
+      push_tool_calls(calls, options_.family, out);
     }
     last_call_ids_.clear();
     for (const ToolCall& call : calls) last_call_ids_.push_back(call.id);

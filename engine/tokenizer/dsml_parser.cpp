@@ -1,7 +1,7 @@
 // The DSML stream parser's state machine (invariants in dsml_parser.h).
 //
 //   kReasoning --"</think>"--> kText --[\n\n]<｜DSML｜tool_calls>--> kBlock
-//   kBlock --invoke name="--> kInvokeName --NAME"--> kInvoke
+//   kBlock --invoke name="--> kInvokeName --NAME"--> kInvokeNameClose --">"--> kInvoke
 //   kInvoke --parameter name="--> kParamName --NAME"--> kParamAttrs -- string="…">--> kParamValue
 //   kParamValue --</｜DSML｜parameter>--> kInvoke --</｜DSML｜invoke>--> kBlock
 //   kBlock --</｜DSML｜tool_calls>--> kText;   any grammar error --> kText (kMalformed)
@@ -49,8 +49,7 @@ bool is_delta(DsmlEvent::Kind kind) {
 }  // namespace
 
 DsmlStreamParser::DsmlStreamParser(Options options)
-    : options_(options),
-      syntax_(&dsml_syntax(options.family)),
+    : syntax_(&dsml_syntax(options.family)),
       state_(options.starts_in_reasoning ? State::kReasoning : State::kText) {}
 
 void DsmlStreamParser::push(std::string_view chunk, std::vector<DsmlEvent>& events) {

@@ -82,7 +82,6 @@ class DsmlStreamParser {
   void emit(DsmlEvent::Kind kind, std::string_view text, std::vector<DsmlEvent>& events);
   void malformed(std::string_view what, std::vector<DsmlEvent>& events);
 
-  Options options_;
   const DsmlSyntax* syntax_;
   State state_;
   std::string input_;        // bytes not yet consumed

@@ -1,6 +1,7 @@
 // The pre-tokenizer scanner (see pretokenizer.h for the regexes it reproduces).
 #include "engine/tokenizer/pretokenizer.h"
 
+#include "base/check.h"
 #include "engine/tokenizer/unicode_classes.h"
 #include "engine/tokenizer/utf8.h"
 
@@ -33,12 +34,16 @@ RunKind run_kind(std::uint8_t flags) {
   return RunKind::kOther;
 }
 
+constexpr std::size_t kMaxTextBytes = std::size_t{1} << 32;
+
 // \p{N}{1,3}: a run of N digits becomes pieces of three, the last one shorter.
 constexpr std::uint32_t kMaxDigitsPerPiece = 3;
 
 }  // namespace
 
 void Pretokenizer::classify(std::string_view text) {
+  // Offsets are 32-bit; a context of 1,048,576 tokens is about 4 MB of text.
+  HIPPO_CHECK(text.size() < kMaxTextBytes, "pre-tokenizer input over 4 GiB; callers bound their inputs");
   text_ = text;
   offsets_.clear();
   flags_.clear();

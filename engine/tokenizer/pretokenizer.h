@@ -26,8 +26,8 @@ namespace hippo::tokenizer {
 
 class Pretokenizer {
  public:
-  // Splits valid UTF-8 `text` into pieces: views into `text`, in order, covering all of it.
-  // `pieces` is cleared first. Reuses its buffers between calls, so one instance per thread.
+  // Splits valid UTF-8 `text` (under 4 GiB, checked) into pieces: views into `text`, in order,
+  // covering all of it. `pieces` is cleared first. Reuses its buffers between calls, so one instance per thread.
   void split(std::string_view text, std::vector<std::string_view>& pieces);
 
  private:
