@@ -3,6 +3,8 @@
 // first file is written.
 #include "engine/weights/init_checkpoint.h"
 
+#include "engine/tokenizer/tokenizer.h"
+
 #include "engine/weights/checkpoint.h"
 #include "engine/weights/random_init.h"
 #include "engine/weights/safetensors_writer.h"
@@ -57,6 +59,11 @@ Result<InitResult> init_checkpoint(const ModelConfig& config, const InitOptions&
                       "{} not found in {}: the checkpoint needs the DeepSeek V4 tokenizer (scripts/setup puts it in "
                       ".cache/deepseek-v4-tokenizer/; or pass --tokenizer DIR)",
                       kTokenizerFiles[0], tokenizer.string());
+  // The tokenizer must be one this model can run: it parses, and its ids fit the embedding.
+  HIPPO_ASSIGN_OR_RETURN(const auto vocabulary, tokenizer::Tokenizer::load(tokenizer / kTokenizerFiles[0]));
+  if (static_cast<int64_t>(vocabulary.n_vocab()) > config.text_config.vocab_size)
+    return make_error(ErrorCode::kInvalidArgument, "{}: {} token ids do not fit the model's vocab_size {}",
+                      (tokenizer / kTokenizerFiles[0]).string(), vocabulary.n_vocab(), config.text_config.vocab_size);
   HIPPO_RETURN_IF_ERROR(validate_model_config(config));
   HIPPO_RETURN_IF_ERROR(prepare_out_dir(out));
 

@@ -288,7 +288,7 @@ TEST_CASE("bad checkpoints are errors naming the tensor and the shard", "[checkp
   }
 }
 
-TEST_CASE("model init refuses a missing tokenizer and a non-empty output directory", "[checkpoint]") {
+TEST_CASE("model init refuses a missing or unusable tokenizer and a non-empty output directory", "[checkpoint]") {
   TempDir dir;
   auto config = preset_config("tiny", true);
   REQUIRE(config.ok());
@@ -300,8 +300,22 @@ TEST_CASE("model init refuses a missing tokenizer and a non-empty output directo
   CHECK_THAT(missing.status().message(), Catch::Contains("tokenizer.json not found in") && Catch::Contains("--tokenizer"));
   CHECK_FALSE(fs::exists(dir / "out"));  // nothing written
 
+  fs::create_directories(dir / "not-a-tokenizer");
+  write_file(dir / "not-a-tokenizer/tokenizer.json", "{\"model\": 7}");
+  options.tokenizer_dir = dir / "not-a-tokenizer";
+  auto bogus = init_checkpoint(*config, options);
+  REQUIRE_FALSE(bogus.ok());
+  CHECK_THAT(bogus.status().message(), Catch::Contains("not-a-tokenizer/tokenizer.json"));
+  CHECK_FALSE(fs::exists(dir / "out"));
+
+  auto small = *config;
+  small.text_config.vocab_size = 1000;
+  options.tokenizer_dir = hippo::engine::testing::tokenizer_dir();
+  auto too_small = init_checkpoint(small, options);
+  REQUIRE_FALSE(too_small.ok());
+  CHECK_THAT(too_small.status().message(), Catch::Contains("token ids do not fit the model's vocab_size 1000"));
+
   const std::string first = init_preset(dir, "tiny", true, 1, "out");
-  options.tokenizer_dir = dir / "tokenizer";
   auto again = init_checkpoint(*config, options);
   REQUIRE_FALSE(again.ok());
   CHECK(again.status().code() == hippo::ErrorCode::kAlreadyExists);
@@ -312,11 +326,10 @@ TEST_CASE("a single-file checkpoint without an index loads too", "[checkpoint]")
   TempDir dir;
   auto config = preset_config("tiny", false);
   REQUIRE(config.ok());
-  write_file(dir / "tokenizer.json", "{}");
   InitOptions options;
   options.seed = 5;
   options.out_dir = dir / "one";
-  options.tokenizer_dir = dir.path().string();
+  options.tokenizer_dir = hippo::engine::testing::tokenizer_dir();
   options.max_shard_bytes = uint64_t{1} << 40;
   auto result = init_checkpoint(*config, options);
   REQUIRE(result.ok());

@@ -1,5 +1,5 @@
 // Helpers shared by the engine tests: the committed test data, temporary directories that clean up
-// after themselves, and checkpoints written by `model init` with a stand-in tokenizer file.
+// after themselves, and checkpoints written by `model init` with the real tokenizer.
 #pragma once
 
 #include "engine/config/presets.h"
@@ -49,12 +49,13 @@ inline std::string read_file(const std::string& path) {
   return bytes.str();
 }
 
-// Writes a preset checkpoint into dir / name; the tokenizer is a stand-in file (init only copies it).
+// The real DeepSeek V4 tokenizer that scripts/setup puts in .cache/deepseek-v4-tokenizer.
+inline std::string tokenizer_dir() { return HIPPO_TOKENIZER_DIR; }
+
+// Writes a preset checkpoint into dir / name, with the real tokenizer.
 inline std::string init_preset(const TempDir& dir, const std::string& preset, bool quantised, uint64_t seed,
                                const std::string& name = "model") {
-  const std::string tokenizer = dir / "tokenizer";
-  std::filesystem::create_directories(tokenizer);
-  write_file(tokenizer + "/tokenizer.json", "{\"stand-in\": true}\n");
+  const std::string tokenizer = tokenizer_dir();
   auto config = preset_config(preset, quantised);
   REQUIRE(config.ok());
   InitOptions options;
