@@ -58,7 +58,9 @@ Result<std::unique_ptr<SessionStore>> SessionStore::open(const std::string& path
     return make_error(ErrorCode::kInvalidArgument, "zstd level {} is outside 1..19", options.zstd_level);
   if (options.keep_snapshots < 1)
     return make_error(ErrorCode::kInvalidArgument, "keep_snapshots must be at least 1, not {}", options.keep_snapshots);
-  const Db::Mode mode = options.read_only ? Db::Mode::kReadOnly : Db::Mode::kReadWriteCreate;
+  const Db::Mode mode = options.read_only ? Db::Mode::kReadOnly
+                        : options.create  ? Db::Mode::kReadWriteCreate
+                                          : Db::Mode::kReadWrite;
   HIPPO_ASSIGN_OR_RETURN(Db db, Db::open(path, mode, options.busy_timeout_ms));
   HIPPO_ASSIGN_OR_RETURN(std::int64_t n_objects, db.query_int("SELECT count(*) FROM sqlite_schema"));
   HIPPO_RETURN_IF_ERROR(configure_connection(db, options, n_objects == 0));

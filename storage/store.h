@@ -71,6 +71,7 @@ inline constexpr int kCacheKiB = 8192;
 
 struct StoreOptions {
   bool read_only = false;
+  bool create = true;             // create the file when missing (else a missing file is kNotFound)
   int busy_timeout_ms = 5000;     // how long to wait for another writer before "database is locked"
   std::int64_t max_bytes = 0;     // 0: no limit; else the database may not grow beyond this size
   bool sync_full = true;          // fsync the WAL at every commit (a committed snapshot survives power loss)

@@ -38,6 +38,8 @@ int run(int argc, const char* const* argv, std::ostream& out, std::ostream& err)
 
 // Subcommand families, each in its own file.
 void add_bench_commands(CLI::App& app, Invocation& invocation);
+void add_session_commands(CLI::App& app, Invocation& invocation);
+void add_storage_bench(CLI::App& bench, Invocation& invocation);  // `hippo bench storage`
 
 // Registers a subcommand that exists in the interface but not yet in the code: running it says
 // so and exits with kExitUnavailable. `what` names the missing piece.
