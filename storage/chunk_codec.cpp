@@ -6,6 +6,8 @@
 #include <xxhash.h>
 #include <zstd.h>
 
+#include <emmintrin.h>
+
 #include <algorithm>
 #include <cstring>
 
@@ -27,20 +29,57 @@ std::uint64_t checksum_bytes(std::span<const std::byte> bytes) { return XXH3_64b
 
 namespace {
 
-// Tiles of 32 entries x 32 bytes: both the 32 source rows and the 32 destination planes stay in L1
-// (2 x 32 x 64 B lines), so the transpose runs near memory speed instead of one cache miss per byte.
-constexpr std::size_t kTile = 32;
+// Scalar transpose for the edges: in is [rows, cols], out is [cols, rows].
+void transpose_scalar(const std::byte* in, std::size_t rows, std::size_t cols, std::size_t r0, std::size_t r1,
+                      std::size_t c0, std::size_t c1, std::byte* out) {
+  for (std::size_t c = c0; c < c1; ++c)
+    for (std::size_t r = r0; r < r1; ++r) out[c * rows + r] = in[r * cols + c];
+}
 
+// 16 x 16 byte blocks transposed in SSE2 registers (four rounds of unpacks: bytes, 16-, 32- and
+// 64-bit lanes), so each byte is loaded and stored once in 16-byte vectors; the scalar loop does
+// the remainder. SSE2 is part of x86-64, so there is no dispatch. This makes the filter several
+// times cheaper than zstd itself (bench storage reports the end-to-end cost).
 void transpose(const std::byte* in, std::size_t rows, std::size_t cols, std::byte* out) {
-  // in is [rows, cols], out is [cols, rows].
-  for (std::size_t r0 = 0; r0 < rows; r0 += kTile) {
-    const std::size_t r1 = std::min(rows, r0 + kTile);
-    for (std::size_t c0 = 0; c0 < cols; c0 += kTile) {
-      const std::size_t c1 = std::min(cols, c0 + kTile);
-      for (std::size_t c = c0; c < c1; ++c)
-        for (std::size_t r = r0; r < r1; ++r) out[c * rows + r] = in[r * cols + c];
+  const std::size_t rows16 = rows / 16 * 16, cols16 = cols / 16 * 16;
+  for (std::size_t r = 0; r < rows16; r += 16) {
+    for (std::size_t c = 0; c < cols16; c += 16) {
+      __m128i a[16];
+      for (std::size_t i = 0; i < 16; ++i)
+        a[i] = _mm_loadu_si128(reinterpret_cast<const __m128i*>(in + (r + i) * cols + c));
+      // b[2k], b[2k+1]: 16-bit lanes hold rows 2k, 2k+1 of columns 0..7 and 8..15.
+      __m128i b[16];
+      for (std::size_t k = 0; k < 8; ++k) {
+        b[2 * k] = _mm_unpacklo_epi8(a[2 * k], a[2 * k + 1]);
+        b[2 * k + 1] = _mm_unpackhi_epi8(a[2 * k], a[2 * k + 1]);
+      }
+      // g[4 * group + q]: 32-bit lanes hold rows 4 group .. 4 group + 3 of columns 4q .. 4q + 3.
+      __m128i g[16];
+      for (std::size_t group = 0; group < 4; ++group) {
+        const __m128i* p = b + 4 * group;  // rows 4 group .. + 1 in p[0], p[1]; + 2 .. + 3 in p[2], p[3]
+        g[4 * group + 0] = _mm_unpacklo_epi16(p[0], p[2]);
+        g[4 * group + 1] = _mm_unpackhi_epi16(p[0], p[2]);
+        g[4 * group + 2] = _mm_unpacklo_epi16(p[1], p[3]);
+        g[4 * group + 3] = _mm_unpackhi_epi16(p[1], p[3]);
+      }
+      // h[8 * half + 2q + s]: 64-bit lanes hold rows 8 half .. + 7 of columns 4q + 2s, 4q + 2s + 1.
+      __m128i h[16];
+      for (std::size_t half = 0; half < 2; ++half)
+        for (std::size_t q = 0; q < 4; ++q) {
+          h[8 * half + 2 * q] = _mm_unpacklo_epi32(g[8 * half + q], g[8 * half + 4 + q]);
+          h[8 * half + 2 * q + 1] = _mm_unpackhi_epi32(g[8 * half + q], g[8 * half + 4 + q]);
+        }
+      for (std::size_t q = 0; q < 4; ++q)
+        for (std::size_t s = 0; s < 2; ++s) {
+          const std::size_t col = c + 4 * q + 2 * s;
+          const __m128i lo = h[2 * q + s], hi = h[8 + 2 * q + s];
+          _mm_storeu_si128(reinterpret_cast<__m128i*>(out + col * rows + r), _mm_unpacklo_epi64(lo, hi));
+          _mm_storeu_si128(reinterpret_cast<__m128i*>(out + (col + 1) * rows + r), _mm_unpackhi_epi64(lo, hi));
+        }
     }
+    transpose_scalar(in, rows, cols, r, r + 16, cols16, cols, out);
   }
+  transpose_scalar(in, rows, cols, rows16, rows, 0, cols, out);
 }
 
 }  // namespace

@@ -1,11 +1,15 @@
 // The writer thread behind storage/kv_snapshot_writer.h.
 #include "storage/kv_snapshot_writer.h"
 
+#include "base/log.h"
+
 namespace hippo::storage {
 
 Result<std::unique_ptr<KvSnapshotWriter>> KvSnapshotWriter::open(const std::string& path, const StoreOptions& options) {
   if (options.read_only) return make_error(ErrorCode::kInvalidArgument, "a snapshot writer needs a writable store");
-  HIPPO_ASSIGN_OR_RETURN(auto store, SessionStore::open(path, options));
+  StoreOptions writer_options = options;
+  writer_options.auto_checkpoint = false;  // run() checkpoints after each snapshot instead
+  HIPPO_ASSIGN_OR_RETURN(auto store, SessionStore::open(path, writer_options));
   return std::unique_ptr<KvSnapshotWriter>(new KvSnapshotWriter(std::move(store)));
 }
 
@@ -46,6 +50,8 @@ void KvSnapshotWriter::run() {
       queue_.pop_front();
     }
     job.done.set_value(store_->write_snapshot(job.request));
+    Status checkpointed = store_->checkpoint();
+    if (!checkpointed.ok()) log::warn("checkpoint failed", {{"db", store_->path()}, {"error", checkpointed.message()}});
   }
 }
 

@@ -6,6 +6,9 @@
 // until the future is ready. Appending past them is fine. Nothing is copied up front, so a queued
 // 1M-token snapshot costs a few hundred bytes, and a running one kMaxChunksInFlight chunks
 // (store.h (6)).
+//
+// A future is ready when its snapshot is committed (durable in the WAL). Only then does the thread
+// checkpoint the WAL into the database file, so that copy never delays the caller.
 #pragma once
 
 #include "base/status.h"

@@ -161,6 +161,15 @@ struct PendingDecode {
   std::future<Status> decoded;
 };
 
+// Waits for every decode still running, whatever path leaves sweep_chunks(): the tasks write into
+// the caller's buffers and must be done before it returns.
+struct DecodesInFlight {
+  std::deque<PendingDecode> chunks;
+  ~DecodesInFlight() {
+    for (auto& c : chunks) c.decoded.wait();
+  }
+};
+
 Status corrupt(std::string_view where, std::string_view what) {
   return make_error(ErrorCode::kCorrupt, "{}: {}; the session must be rebuilt from its log", where, what);
 }
@@ -173,11 +182,11 @@ Status SessionStore::sweep_chunks(const SnapshotInfo& snapshot, ChunkSweep& swee
     sweep.problems.push_back(std::move(problem));
     return !sweep.stop_at_first_problem;
   };
-  std::deque<PendingDecode> in_flight;
+  DecodesInFlight in_flight;
   bool keep_going = true;
   auto finish_oldest = [&] {
-    PendingDecode pending = std::move(in_flight.front());
-    in_flight.pop_front();
+    PendingDecode pending = std::move(in_flight.chunks.front());
+    in_flight.chunks.pop_front();
     Status status = pending.decoded.get();
     if (!status.ok()) {
       keep_going = record(corrupt(pending.where, status.message())) && keep_going;
@@ -191,12 +200,13 @@ Status SessionStore::sweep_chunks(const SnapshotInfo& snapshot, ChunkSweep& swee
   HIPPO_ASSIGN_OR_RETURN(
       Statement select,
       Statement::prepare(*db_, "SELECT m.stream_index, m.seq, c.id, c.first_entry, c.n_entries, c.entry_bytes, "
-                               "c.filter, c.codec, c.raw_bytes, c.stored_bytes, c.checksum, c.blob "
+                               "c.filter, c.codec, c.raw_bytes, c.stored_bytes, c.checksum "
                                "FROM snapshot_chunks m LEFT JOIN kv_chunks c ON c.id = m.chunk_id "
                                "WHERE m.snapshot_id = ? ORDER BY m.stream_index, m.seq"));
   select.bind(1, snapshot.id);
   std::vector<std::int64_t> covered(snapshot.streams.size(), 0);
   WorkerPool& workers = pool();
+  BlobReader blobs(*db_, "kv_chunks", "blob");
   while (keep_going) {
     HIPPO_ASSIGN_OR_RETURN(bool row, select.step());
     if (!row) break;
@@ -219,8 +229,12 @@ Status SessionStore::sweep_chunks(const SnapshotInfo& snapshot, ChunkSweep& swee
     const auto entry_bytes = static_cast<std::int64_t>(stream.entry_bytes);
     auto filter = filter_from_int(chunk.filter);
     auto codec = codec_from_int(chunk.codec);
-    const auto blob = select.column_blob(11);
-    Status problem;
+    auto blob = std::make_shared<std::vector<std::byte>>();
+    Status problem = blobs.read(chunk.id, *blob).with_context(where);
+    if (!problem.ok()) {
+      keep_going = record(std::move(problem)) && keep_going;
+      continue;
+    }
     if (chunk.first_entry != end)
       problem = corrupt(where, fmt::format("starts at entry {}, expected {}", chunk.first_entry, end));
     else if (chunk.entry_bytes != entry_bytes || chunk.n_entries <= 0 || chunk.raw_bytes != chunk.n_entries * entry_bytes ||
@@ -229,8 +243,8 @@ Status SessionStore::sweep_chunks(const SnapshotInfo& snapshot, ChunkSweep& swee
                                            chunk.n_entries, chunk.entry_bytes, chunk.raw_bytes, stream.n_entries));
     else if (!filter.ok() || !codec.ok())
       problem = corrupt(where, !filter.ok() ? filter.status().message() : codec.status().message());
-    else if (static_cast<std::int64_t>(blob.size()) != chunk.stored_bytes)
-      problem = corrupt(where, fmt::format("truncated blob ({} of {} stored bytes)", blob.size(), chunk.stored_bytes));
+    else if (static_cast<std::int64_t>(blob->size()) != chunk.stored_bytes)
+      problem = corrupt(where, fmt::format("truncated blob ({} of {} stored bytes)", blob->size(), chunk.stored_bytes));
     if (!problem.ok()) {
       keep_going = record(std::move(problem));
       end = chunk.first_entry + std::max<std::int64_t>(chunk.n_entries, 0);
@@ -238,15 +252,14 @@ Status SessionStore::sweep_chunks(const SnapshotInfo& snapshot, ChunkSweep& swee
     }
     end += chunk.n_entries;
 
-    while (in_flight.size() >= kMaxChunksInFlight) finish_oldest();  // keeps (6)
+    while (in_flight.chunks.size() >= kMaxChunksInFlight) finish_oldest();  // keeps (6)
     std::span<std::byte> out;
     if (!sweep.outputs.empty())
       out = sweep.outputs[static_cast<std::size_t>(stream_index)].subspan(
           static_cast<std::size_t>(chunk.first_entry * entry_bytes), static_cast<std::size_t>(chunk.raw_bytes));
-    auto blob_copy = std::make_shared<std::vector<std::byte>>(blob.begin(), blob.end());
     auto promise = std::make_shared<std::promise<Status>>();
-    in_flight.push_back({where, chunk.raw_bytes, promise->get_future()});
-    workers.submit([this, promise, blob_copy, out, codec = *codec, filter = *filter, entry = stream.entry_bytes,
+    in_flight.chunks.push_back({where, chunk.raw_bytes, promise->get_future()});
+    workers.submit([this, promise, blob, out, codec = *codec, filter = *filter, entry = stream.entry_bytes,
                     checksum = chunk.checksum, raw = chunk.raw_bytes](std::size_t worker) {
       std::vector<std::byte> scratch;
       std::span<std::byte> target = out;
@@ -254,10 +267,10 @@ Status SessionStore::sweep_chunks(const SnapshotInfo& snapshot, ChunkSweep& swee
         scratch.resize(static_cast<std::size_t>(raw));
         target = scratch;
       }
-      promise->set_value(decoders_[worker]->decode(*blob_copy, codec, filter, entry, checksum, target));
+      promise->set_value(decoders_[worker]->decode(*blob, codec, filter, entry, checksum, target));
     });
   }
-  while (!in_flight.empty()) finish_oldest();
+  while (!in_flight.chunks.empty()) finish_oldest();
   if (keep_going) {
     for (std::size_t i = 0; i < snapshot.streams.size(); ++i) {
       if (covered[i] != snapshot.streams[i].n_entries)

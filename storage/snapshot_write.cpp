@@ -123,7 +123,8 @@ Result<SnapshotWriteStats> SessionStore::write_snapshot_locked(const SnapshotReq
   HIPPO_RETURN_IF_ERROR(snapshot.run().with_context(context + ": frontier"));
   stats.snapshot_id = db_->last_insert_rowid();
   stats.raw_bytes = static_cast<std::int64_t>(request.frontier.size());
-  stats.written_stored_bytes = static_cast<std::int64_t>(frontier_stored.size());
+  stats.frontier_stored_bytes = static_cast<std::int64_t>(frontier_stored.size());
+  stats.written_stored_bytes = stats.frontier_stored_bytes;
 
   HIPPO_ASSIGN_OR_RETURN(Statement stream_row,
                          Statement::prepare(*db_, "INSERT INTO snapshot_streams(snapshot_id, stream_index, name, "

@@ -191,6 +191,20 @@ std::span<const std::byte> Statement::column_blob(int index) const {
 
 bool Statement::column_is_null(int index) const { return sqlite3_column_type(stmt_, index) == SQLITE_NULL; }
 
+BlobReader::~BlobReader() {
+  if (blob_) sqlite3_blob_close(blob_);
+}
+
+Status BlobReader::read(std::int64_t rowid, std::vector<std::byte>& out) {
+  int rc = blob_ ? sqlite3_blob_reopen(blob_, rowid)
+                 : sqlite3_blob_open(db_->handle(), "main", table_.c_str(), column_.c_str(), rowid, 0, &blob_);
+  if (rc != SQLITE_OK) return db_->error(rc, fmt::format("database {}: {} row {}", db_->path(), table_, rowid));
+  out.resize(static_cast<std::size_t>(sqlite3_blob_bytes(blob_)));
+  rc = sqlite3_blob_read(blob_, out.data(), static_cast<int>(out.size()), 0);
+  if (rc != SQLITE_OK) return db_->error(rc, fmt::format("database {}: {} row {}", db_->path(), table_, rowid));
+  return {};
+}
+
 Result<Transaction> Transaction::begin(Db& db) {
   HIPPO_RETURN_IF_ERROR(db.exec("BEGIN IMMEDIATE"));
   return Transaction(db);

@@ -14,9 +14,11 @@
 #include <span>
 #include <string>
 #include <string_view>
+#include <vector>
 
 struct sqlite3;
 struct sqlite3_stmt;
+struct sqlite3_blob;
 
 namespace hippo::storage {
 
@@ -94,6 +96,26 @@ class Statement {
   Db* db_ = nullptr;
   sqlite3_stmt* stmt_ = nullptr;
   Status bind_status_;
+};
+
+// Reads whole blobs of one column row by row with SQLite's incremental blob I/O: one copy from the
+// database pages into the caller's buffer, where a SELECT of the column would copy twice.
+class BlobReader {
+ public:
+  BlobReader(Db& db, std::string table, std::string column)
+      : db_(&db), table_(std::move(table)), column_(std::move(column)) {}
+  ~BlobReader();
+  BlobReader(const BlobReader&) = delete;
+  BlobReader& operator=(const BlobReader&) = delete;
+
+  // Replaces out with the blob of row `rowid`.
+  Status read(std::int64_t rowid, std::vector<std::byte>& out);
+
+ private:
+  Db* db_;
+  std::string table_;
+  std::string column_;
+  sqlite3_blob* blob_ = nullptr;
 };
 
 // BEGIN IMMEDIATE on construction (takes the write lock up front, so a locked database fails

@@ -43,8 +43,10 @@ Status configure_connection(Db& db, const StoreOptions& options, bool fresh) {
     if (!row || wal.column_text(0) != "wal")
       return make_error(ErrorCode::kFailedPrecondition, "database {}: cannot switch to WAL mode", db.path());
   }
-  HIPPO_RETURN_IF_ERROR(db.exec(fmt::format("PRAGMA synchronous = {}; PRAGMA foreign_keys = ON; PRAGMA cache_size = -{}",
-                                            options.sync_full ? "FULL" : "NORMAL", kCacheKiB)));
+  HIPPO_RETURN_IF_ERROR(db.exec(fmt::format(
+      "PRAGMA synchronous = {}; PRAGMA foreign_keys = ON; PRAGMA cache_size = -{}; PRAGMA journal_size_limit = {}",
+      options.sync_full ? "FULL" : "NORMAL", kCacheKiB, kWalKeepBytes)));
+  if (!options.auto_checkpoint) HIPPO_RETURN_IF_ERROR(db.exec("PRAGMA wal_autocheckpoint = 0"));
   if (options.max_bytes > 0) {
     HIPPO_ASSIGN_OR_RETURN(std::int64_t page_bytes, db.query_int("PRAGMA page_size"));
     const std::int64_t pages = std::max<std::int64_t>(1, options.max_bytes / page_bytes);
@@ -320,6 +322,13 @@ Result<SessionInfo> SessionStore::fork_session(std::string_view source_id, std::
   }
   HIPPO_RETURN_IF_ERROR(note_failure(tx.commit().with_context(context)));
   return get_session_locked(id);
+}
+
+Status SessionStore::checkpoint() {
+  std::lock_guard lock(mutex_);
+  HIPPO_RETURN_IF_ERROR(usable());
+  HIPPO_ASSIGN_OR_RETURN(Statement run, Statement::prepare(*db_, "PRAGMA wal_checkpoint(PASSIVE)"));
+  return note_failure(run.step().status().with_context("checkpoint"));
 }
 
 Result<GcStats> SessionStore::gc() {

@@ -68,6 +68,9 @@ inline constexpr std::size_t kChunkTargetBytes = std::size_t{4} << 20;
 inline constexpr std::size_t kMaxChunksInFlight = 4;
 // SQLite page cache per connection: 8 MiB. Dirty pages beyond it spill to the WAL, not to RAM.
 inline constexpr int kCacheKiB = 8192;
+// The WAL file is truncated to this size after a checkpoint: a 1M-token snapshot passes through
+// the WAL once (~0.8 GB) and does not keep its disk space afterwards.
+inline constexpr std::int64_t kWalKeepBytes = std::int64_t{64} << 20;
 
 struct StoreOptions {
   bool read_only = false;
@@ -78,6 +81,10 @@ struct StoreOptions {
   int zstd_level = 3;
   std::size_t codec_threads = 2;  // chunk encode/decode workers beside the calling thread
   int keep_snapshots = 2;         // per session: the latest and the one before it
+  // true: SQLite copies the WAL into the database file inside whichever commit crosses 64 MiB.
+  // false: the owner calls checkpoint() when it suits it (KvSnapshotWriter does, after a
+  // snapshot's future is ready, so the copy is not part of the snapshot's latency).
+  bool auto_checkpoint = true;
 };
 
 struct SessionInfo {
@@ -155,6 +162,7 @@ struct SnapshotWriteStats {
   std::int64_t raw_bytes = 0;             // the whole state
   std::int64_t written_raw_bytes = 0;     // raw bytes of the chunks this snapshot wrote
   std::int64_t written_stored_bytes = 0;  // what they took on disk, frontier included
+  std::int64_t frontier_stored_bytes = 0; // the frontier's share of it (rewritten by every snapshot)
   std::int64_t reused_chunks = 0;
   std::int64_t written_chunks = 0;
 };
@@ -221,6 +229,9 @@ class SessionStore {
   // A new session with the source's log and latest snapshot; chunks are shared, not copied (2).
   Result<SessionInfo> fork_session(std::string_view source_id, std::string_view new_id = {});
   Result<GcStats> gc();
+  // Copies committed WAL content into the database file without blocking readers or writers
+  // (a passive checkpoint); the WAL file is then cut back to kWalKeepBytes.
+  Status checkpoint();
 
   // Export writes a new portable database file holding the session, its log and its latest
   // snapshot. Import checks the file's format version, every chunk's checksum and, when given,
