@@ -141,7 +141,7 @@ Status ChunkDecoder::decode(std::span<const std::byte> blob, Codec codec, Filter
   if (codec == Codec::kStored) {
     if (blob.size() != out.size())
       return make_error(ErrorCode::kCorrupt, "truncated: stored {} of {} bytes", blob.size(), out.size());
-    std::memcpy(out.data(), blob.data(), blob.size());
+    if (!blob.empty()) std::memcpy(out.data(), blob.data(), blob.size());
   } else {
     std::span<std::byte> target = out;
     if (filter == Filter::kBytePlane) {

@@ -248,13 +248,10 @@ class SessionStore {
   Status note_failure(Status status);
   WorkerPool& pool();
   Result<SessionInfo> get_session_locked(std::string_view id);
-  Result<std::vector<SnapshotInfo>> load_snapshots(std::string_view session_id, std::optional<int> limit);
   Result<SnapshotWriteStats> write_snapshot_locked(const SnapshotRequest& request);
   // Reads, decodes and checks every chunk of one snapshot (snapshot_read.cpp).
   Status sweep_chunks(const SnapshotInfo& snapshot, ChunkSweep& sweep);
   Status prune_snapshots(std::string_view session_id);
-  Result<SessionInfo> copy_session_from(std::string_view schema, std::string_view source_id, std::string_view new_id,
-                                        const ProgressFn& progress);
 
   std::mutex mutex_;
   std::unique_ptr<Db> db_;

@@ -17,6 +17,7 @@
 #include <cstring>
 #include <filesystem>
 #include <fstream>
+#include <malloc.h>
 #include <ostream>
 #include <random>
 #include <spawn.h>
@@ -71,8 +72,11 @@ bool reset_peak_rss() {
 }
 
 // Measures the peak resident memory that `body` adds on top of what was resident before it.
+// Free heap memory is first handed back to the system (malloc_trim), so that memory left resident
+// by earlier work cannot hide what `body` needs.
 template <typename Body>
 auto measure_peak_extra(std::int64_t& peak_extra, Body body) {
+  malloc_trim(0);
   reset_peak_rss();
   const std::int64_t before = proc_status_bytes("VmRSS:");
   auto result = body();
