@@ -285,24 +285,48 @@ Status SessionStore::sweep_chunks(const SnapshotInfo& snapshot, ChunkSweep& swee
 
 namespace {
 
-Result<std::vector<std::byte>> read_frontier(Db& db, const SnapshotInfo& snapshot) {
+// A snapshot's frontier as stored, read on the calling thread; decode() may run anywhere.
+struct StoredFrontier {
+  std::string where;
+  std::vector<std::byte> blob;
+  Codec codec = Codec::kStored;
+  std::int64_t raw_bytes = 0;
+  std::uint64_t checksum = 0;
+
+  Result<std::vector<std::byte>> decode(ChunkDecoder& decoder) const {
+    std::vector<std::byte> frontier(static_cast<std::size_t>(raw_bytes));
+    Status decoded = decoder.decode(blob, codec, Filter::kNone, 1, checksum, frontier);
+    if (!decoded.ok()) return corrupt(where, decoded.message());
+    return frontier;
+  }
+};
+
+Result<StoredFrontier> read_frontier(Db& db, const SnapshotInfo& snapshot) {
   HIPPO_ASSIGN_OR_RETURN(Statement select,
                          Statement::prepare(db, "SELECT frontier, frontier_codec, frontier_raw_bytes, frontier_checksum "
                                                 "FROM snapshots WHERE id = ?"));
   select.bind(1, snapshot.id);
   HIPPO_ASSIGN_OR_RETURN(bool row, select.step());
-  const std::string where = fmt::format("session {}: snapshot {}: frontier", snapshot.session_id, snapshot.id);
-  if (!row) return make_error(ErrorCode::kNotFound, "{}: snapshot no longer exists", where);
-  const std::int64_t raw_bytes = select.column_int(2);
+  StoredFrontier stored;
+  stored.where = fmt::format("session {}: snapshot {}: frontier", snapshot.session_id, snapshot.id);
+  if (!row) return make_error(ErrorCode::kNotFound, "{}: snapshot no longer exists", stored.where);
+  stored.raw_bytes = select.column_int(2);
   auto codec = codec_from_int(select.column_int(1));
-  if (!codec.ok() || raw_bytes < 0) return corrupt(where, "bad codec or size");
-  std::vector<std::byte> frontier(static_cast<std::size_t>(raw_bytes));
-  ChunkDecoder decoder;
-  Status decoded =
-      decoder.decode(select.column_blob(0), *codec, Filter::kNone, 1, from_sql(select.column_int(3)), frontier);
-  if (!decoded.ok()) return corrupt(where, decoded.message());
-  return frontier;
+  if (!codec.ok() || stored.raw_bytes < 0) return corrupt(stored.where, "bad codec or size");
+  stored.codec = *codec;
+  stored.checksum = from_sql(select.column_int(3));
+  const auto blob = select.column_blob(0);
+  stored.blob.assign(blob.begin(), blob.end());
+  return stored;
 }
+
+// The frontier decoding on a pool worker while the chunks are read; waits on every exit path.
+struct FrontierInFlight {
+  std::future<Result<std::vector<std::byte>>> decoded;
+  ~FrontierInFlight() {
+    if (decoded.valid()) decoded.wait();
+  }
+};
 
 }  // namespace
 
@@ -343,10 +367,16 @@ Result<std::vector<std::byte>> SessionStore::restore_snapshot(const SnapshotInfo
                         expected, it->second.size());
     sweep.outputs.push_back(it->second);
   }
-  HIPPO_ASSIGN_OR_RETURN(std::vector<std::byte> frontier, read_frontier(*db_, snapshot));
+  HIPPO_ASSIGN_OR_RETURN(auto stored, read_frontier(*db_, snapshot));
+  auto stored_frontier = std::make_shared<StoredFrontier>(std::move(stored));
+  auto promise = std::make_shared<std::promise<Result<std::vector<std::byte>>>>();
+  FrontierInFlight frontier{promise->get_future()};
+  pool().submit([this, promise, stored_frontier](std::size_t worker) {
+    promise->set_value(stored_frontier->decode(*decoders_[worker]));
+  });
   HIPPO_RETURN_IF_ERROR(sweep_chunks(snapshot, sweep));
   if (!sweep.problems.empty()) return sweep.problems.front();
-  return frontier;
+  return frontier.decoded.get();
 }
 
 Result<VerifyReport> SessionStore::verify_session(std::string_view session_id, const ProgressFn& progress) {
@@ -366,7 +396,9 @@ Result<VerifyReport> SessionStore::verify_session(std::string_view session_id, c
       sweep.problems.push_back(make_error(ErrorCode::kFailedPrecondition,
                                           "session {}: snapshot {}: fingerprint {} differs from the session's {}",
                                           session_id, snapshot.id, snapshot.fingerprint, session.model_fingerprint));
-    auto frontier = read_frontier(*db_, snapshot);
+    auto stored = read_frontier(*db_, snapshot);
+    ChunkDecoder decoder;
+    auto frontier = stored.ok() ? stored->decode(decoder) : Result<std::vector<std::byte>>(stored.status());
     if (!frontier.ok()) sweep.problems.push_back(frontier.status());
     HIPPO_RETURN_IF_ERROR(sweep_chunks(snapshot, sweep));
   }

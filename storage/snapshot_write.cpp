@@ -37,8 +37,10 @@ struct PendingChunk {
 // Waits for every chunk still being encoded, whatever path leaves write_snapshot_locked(): the
 // tasks read the caller's bytes and must be done before it returns.
 struct InFlight {
+  std::future<EncodedChunk> frontier;
   std::deque<PendingChunk> chunks;
   ~InFlight() {
+    if (frontier.valid()) frontier.wait();
     for (auto& c : chunks) c.encoded.wait();
   }
 };
@@ -99,32 +101,42 @@ Result<SnapshotWriteStats> SessionStore::write_snapshot_locked(const SnapshotReq
   HIPPO_ASSIGN_OR_RETURN(auto previous, load_snapshot_infos(*db_, "main", session_id, 1));
 
   SnapshotWriteStats stats;
-  // The frontier: small, encoded here like one chunk of 1-byte entries.
-  ChunkEncoder frontier_encoder;
-  std::vector<std::byte> frontier_blob;
-  HIPPO_ASSIGN_OR_RETURN(auto frontier, frontier_encoder.encode(request.frontier, 1, Filter::kNone, options_.zstd_level,
-                                                                frontier_blob));
-  const std::span<const std::byte> frontier_stored =
-      frontier.codec == Codec::kStored ? std::span<const std::byte>(request.frontier) : frontier_blob;
+  InFlight in_flight;
+  WorkerPool& workers = pool();
+  // Encodes the caller's bytes on a pool worker; the future carries the blob and checksum.
+  auto submit_encode = [&](std::span<const std::byte> raw, std::size_t entry_bytes, Filter filter) {
+    auto promise = std::make_shared<std::promise<EncodedChunk>>();
+    auto future = promise->get_future();
+    workers.submit([this, promise, raw, entry_bytes, filter, level = options_.zstd_level](std::size_t worker) {
+      EncodedChunk out;
+      auto encoded = encoders_[worker]->encode(raw, entry_bytes, filter, level, out.compressed);
+      if (encoded.ok()) {
+        out.codec = encoded->codec;
+        out.checksum = encoded->checksum;
+      } else {
+        out.status = encoded.status();
+      }
+      promise->set_value(std::move(out));
+    });
+    return future;
+  };
+  // The frontier (a few MB, one chunk of 1-byte entries) is encoded first, beside the streams'
+  // chunks; its row is written now with an empty blob and completed once the streams are in.
+  in_flight.frontier = submit_encode(request.frontier, 1, Filter::kNone);
   HIPPO_ASSIGN_OR_RETURN(
       Statement snapshot,
       Statement::prepare(*db_, "INSERT INTO snapshots(session_id, parent_id, n_tokens, fingerprint, frontier, "
                                "frontier_codec, frontier_raw_bytes, frontier_checksum, created_at) "
-                               "VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?)"));
+                               "VALUES (?, ?, ?, ?, x'', 0, ?, 0, ?)"));
   snapshot.bind(1, std::string_view(session_id));
   if (!previous.empty()) snapshot.bind(2, previous.front().id); else snapshot.bind_null(2);
   snapshot.bind(3, request.n_tokens)
       .bind(4, std::string_view(request.fingerprint))
-      .bind_blob(5, frontier_stored)
-      .bind(6, static_cast<std::int64_t>(frontier.codec))
-      .bind(7, static_cast<std::int64_t>(request.frontier.size()))
-      .bind(8, to_sql(frontier.checksum))
-      .bind(9, unix_now());
-  HIPPO_RETURN_IF_ERROR(snapshot.run().with_context(context + ": frontier"));
+      .bind(5, static_cast<std::int64_t>(request.frontier.size()))
+      .bind(6, unix_now());
+  HIPPO_RETURN_IF_ERROR(snapshot.run().with_context(context));
   stats.snapshot_id = db_->last_insert_rowid();
   stats.raw_bytes = static_cast<std::int64_t>(request.frontier.size());
-  stats.frontier_stored_bytes = static_cast<std::int64_t>(frontier_stored.size());
-  stats.written_stored_bytes = stats.frontier_stored_bytes;
 
   HIPPO_ASSIGN_OR_RETURN(Statement stream_row,
                          Statement::prepare(*db_, "INSERT INTO snapshot_streams(snapshot_id, stream_index, name, "
@@ -138,7 +150,6 @@ Result<SnapshotWriteStats> SessionStore::write_snapshot_locked(const SnapshotReq
                                "filter, codec, raw_bytes, stored_bytes, checksum, blob) "
                                "VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)"));
 
-  InFlight in_flight;
   // Inserts the oldest chunk in flight once its encoding is done; the map keeps stream order.
   auto insert_oldest = [&]() -> Status {
     PendingChunk pending = std::move(in_flight.chunks.front());
@@ -169,7 +180,6 @@ Result<SnapshotWriteStats> SessionStore::write_snapshot_locked(const SnapshotReq
     return {};
   };
 
-  WorkerPool& workers = pool();
   for (std::size_t i = 0; i < request.streams.size(); ++i) {
     const StreamData& stream = request.streams[i];
     const auto stream_index = static_cast<std::int64_t>(i);
@@ -218,25 +228,28 @@ Result<SnapshotWriteStats> SessionStore::write_snapshot_locked(const SnapshotReq
       pending.row.n_entries = next - end;
       pending.raw = stream.bytes.subspan(static_cast<std::size_t>(end * entry_bytes),
                                          static_cast<std::size_t>((next - end) * entry_bytes));
-      auto promise = std::make_shared<std::promise<EncodedChunk>>();
-      pending.encoded = promise->get_future();
-      workers.submit([this, promise, raw = pending.raw, entry = stream.entry_bytes, filter = stream.filter,
-                      level = options_.zstd_level](std::size_t worker) {
-        EncodedChunk out;
-        auto encoded = encoders_[worker]->encode(raw, entry, filter, level, out.compressed);
-        if (encoded.ok()) {
-          out.codec = encoded->codec;
-          out.checksum = encoded->checksum;
-        } else {
-          out.status = encoded.status();
-        }
-        promise->set_value(std::move(out));
-      });
+      pending.encoded = submit_encode(pending.raw, stream.entry_bytes, stream.filter);
       in_flight.chunks.push_back(std::move(pending));
       end = next;
     }
   }
   while (!in_flight.chunks.empty()) HIPPO_RETURN_IF_ERROR(insert_oldest());
+
+  EncodedChunk frontier = in_flight.frontier.get();
+  HIPPO_RETURN_IF_ERROR(frontier.status.with_context(context + ": frontier"));
+  const std::span<const std::byte> frontier_stored = frontier.codec == Codec::kStored
+                                                         ? std::span<const std::byte>(request.frontier)
+                                                         : std::span<const std::byte>(frontier.compressed);
+  HIPPO_ASSIGN_OR_RETURN(Statement complete,
+                         Statement::prepare(*db_, "UPDATE snapshots SET frontier = ?, frontier_codec = ?, "
+                                                  "frontier_checksum = ? WHERE id = ?"));
+  complete.bind_blob(1, frontier_stored)
+      .bind(2, static_cast<std::int64_t>(frontier.codec))
+      .bind(3, to_sql(frontier.checksum))
+      .bind(4, stats.snapshot_id);
+  HIPPO_RETURN_IF_ERROR(complete.run().with_context(context + ": frontier"));
+  stats.frontier_stored_bytes = static_cast<std::int64_t>(frontier_stored.size());
+  stats.written_stored_bytes += stats.frontier_stored_bytes;
 
   HIPPO_RETURN_IF_ERROR(prune_snapshots(session_id).with_context(context));
   HIPPO_ASSIGN_OR_RETURN(Statement touch, Statement::prepare(*db_, "UPDATE sessions SET updated_at = ? WHERE id = ?"));
