@@ -87,7 +87,7 @@ void add_bench_commands(CLI::App& app, Invocation& inv) {
     inv.action = [&inv, machine_options] { return run_machine_bench(*machine_options, *inv.out); };
   });
 
-  add_unbuilt_command(*bench, "storage", "Snapshot and restore throughput", "session store, issue #5", inv);
+  add_storage_bench(*bench, inv);
   add_unbuilt_command(*bench, "model", "Prefill and decode speed", "inference engine, issue #3", inv);
   add_unbuilt_command(*bench, "agents", "Batched decode, latency under load, resume", "agent runtime, issue #6", inv);
   add_unbuilt_command(*bench, "server", "Server overhead per token, idle connections", "agent server, issue #7", inv);

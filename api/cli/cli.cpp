@@ -58,12 +58,7 @@ std::unique_ptr<CLI::App> build_app(Invocation& inv) {
   add_unbuilt_command(*app, "serve", "Run the WebSocket + HTTP agent server", "WebSocket agent server, issue #7", inv);
   add_unbuilt_command(*app, "chat", "Interactive terminal client for a running server", "chat client, issue #7", inv);
   add_unbuilt_command(*app, "run", "Generate from a prompt on the command line", "inference engine, issue #3", inv);
-  add_family(*app, inv, "session", "Manage stored agent sessions",
-             {{"list", "List sessions"}, {"show", "Show one session"}, {"verify", "Check a session's snapshots"},
-              {"export", "Write a session to a portable file"}, {"import", "Read a session from a portable file"},
-              {"fork", "Copy a session, sharing its KV chunks"}, {"rm", "Delete a session"},
-              {"gc", "Remove unreferenced KV chunks"}},
-             "session store, issue #5");
+  add_session_commands(*app, inv);
   add_model_commands(*app, inv);
   add_family(*app, inv, "key", "Manage API keys",
              {{"create", "Create an API key for a tenant"}, {"list", "List API keys"}, {"revoke", "Revoke an API key"}},

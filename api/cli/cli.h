@@ -39,7 +39,9 @@ int run(int argc, const char* const* argv, std::ostream& out, std::ostream& err)
 // Subcommand families, each in its own file.
 void add_bench_commands(CLI::App& app, Invocation& invocation);
 void add_bench_tokenizer_command(CLI::App& bench, Invocation& invocation);  // bench_tokenizer.cpp
+void add_storage_bench(CLI::App& bench, Invocation& invocation);            // `hippo bench storage`
 void add_model_commands(CLI::App& app, Invocation& invocation);
+void add_session_commands(CLI::App& app, Invocation& invocation);
 
 // Registers a subcommand that exists in the interface but not yet in the code: running it says
 // so and exits with kExitUnavailable. `what` names the missing piece.

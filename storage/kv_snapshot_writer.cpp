@@ -1,0 +1,58 @@
+// The writer thread behind storage/kv_snapshot_writer.h.
+#include "storage/kv_snapshot_writer.h"
+
+#include "base/log.h"
+
+namespace hippo::storage {
+
+Result<std::unique_ptr<KvSnapshotWriter>> KvSnapshotWriter::open(const std::string& path, const StoreOptions& options) {
+  if (options.read_only) return make_error(ErrorCode::kInvalidArgument, "a snapshot writer needs a writable store");
+  StoreOptions writer_options = options;
+  writer_options.auto_checkpoint = false;  // run() checkpoints after each snapshot instead
+  HIPPO_ASSIGN_OR_RETURN(auto store, SessionStore::open(path, writer_options));
+  return std::unique_ptr<KvSnapshotWriter>(new KvSnapshotWriter(std::move(store)));
+}
+
+KvSnapshotWriter::KvSnapshotWriter(std::unique_ptr<SessionStore> store)
+    : store_(std::move(store)), thread_([this] { run(); }) {}
+
+KvSnapshotWriter::~KvSnapshotWriter() {
+  {
+    std::lock_guard lock(mutex_);
+    stopping_ = true;
+  }
+  ready_.notify_one();
+  thread_.join();
+}
+
+Result<std::future<Result<SnapshotWriteStats>>> KvSnapshotWriter::submit(SnapshotRequest request) {
+  std::future<Result<SnapshotWriteStats>> future;
+  {
+    std::lock_guard lock(mutex_);
+    if (queue_.size() >= kMaxQueuedSnapshots)
+      return make_error(ErrorCode::kResourceExhausted, "session {}: {} snapshots already queued; the disk is behind",
+                        request.session_id, queue_.size());
+    queue_.push_back(Job{std::move(request), {}});
+    future = queue_.back().done.get_future();
+  }
+  ready_.notify_one();
+  return future;
+}
+
+void KvSnapshotWriter::run() {
+  for (;;) {
+    Job job;
+    {
+      std::unique_lock lock(mutex_);
+      ready_.wait(lock, [this] { return stopping_ || !queue_.empty(); });
+      if (queue_.empty()) return;  // stopping, and the queue is written out
+      job = std::move(queue_.front());
+      queue_.pop_front();
+    }
+    job.done.set_value(store_->write_snapshot(job.request));
+    Status checkpointed = store_->checkpoint();
+    if (!checkpointed.ok()) log::warn("checkpoint failed", {{"db", store_->path()}, {"error", checkpointed.message()}});
+  }
+}
+
+}  // namespace hippo::storage

@@ -1,0 +1,158 @@
+// Schema and migrations. Each migration is appended, never edited: a released database was made by
+// exactly these statements.
+#include "storage/schema.h"
+
+#include "base/version.h"
+
+#include <array>
+#include <string>
+
+namespace hippo::storage {
+namespace {
+
+// Migration i (1-based) brings a database from version i-1 to version i.
+constexpr std::array<const char*, kFormatVersion> kMigrations = {
+    R"sql(
+CREATE TABLE meta (
+  key   TEXT PRIMARY KEY,
+  value TEXT NOT NULL
+) STRICT;
+CREATE TABLE tenants (
+  id         INTEGER PRIMARY KEY,
+  name       TEXT NOT NULL UNIQUE,
+  created_at INTEGER NOT NULL                 -- Unix seconds
+) STRICT;
+CREATE TABLE api_keys (
+  id         INTEGER PRIMARY KEY,
+  tenant_id  INTEGER NOT NULL REFERENCES tenants(id) ON DELETE CASCADE,
+  key_hash   BLOB NOT NULL UNIQUE,            -- SHA-256 of the key; the key itself is never stored
+  label      TEXT NOT NULL,
+  created_at INTEGER NOT NULL,
+  revoked_at INTEGER
+) STRICT;
+CREATE TABLE sessions (
+  id                TEXT PRIMARY KEY,
+  tenant_id         INTEGER REFERENCES tenants(id),
+  model_fingerprint TEXT NOT NULL,
+  status            TEXT NOT NULL,
+  settings          TEXT NOT NULL,            -- JSON, opaque to storage
+  forked_from       TEXT,
+  created_at        INTEGER NOT NULL,
+  updated_at        INTEGER NOT NULL
+) STRICT;
+CREATE TABLE messages (
+  session_id  TEXT NOT NULL REFERENCES sessions(id) ON DELETE CASCADE,
+  seq         INTEGER NOT NULL,
+  role        TEXT NOT NULL,
+  content     BLOB NOT NULL,                  -- bytes as the model saw them
+  tool_calls  BLOB NOT NULL,                  -- DSML exactly as sampled (empty when none)
+  first_token INTEGER NOT NULL,
+  n_tokens    INTEGER NOT NULL,
+  created_at  INTEGER NOT NULL,
+  PRIMARY KEY (session_id, seq)
+) STRICT;
+CREATE TABLE snapshots (
+  id                 INTEGER PRIMARY KEY,
+  session_id         TEXT NOT NULL REFERENCES sessions(id) ON DELETE CASCADE,
+  parent_id          INTEGER,                 -- the snapshot this one extends (no FK: it may be pruned)
+  n_tokens           INTEGER NOT NULL,
+  fingerprint        TEXT NOT NULL,
+  frontier           BLOB NOT NULL,           -- encoded like a chunk (codec, filter none)
+  frontier_codec     INTEGER NOT NULL,
+  frontier_raw_bytes INTEGER NOT NULL,
+  frontier_checksum  INTEGER NOT NULL,        -- xxh3-64 of the raw frontier, as a signed 64-bit value
+  created_at         INTEGER NOT NULL
+) STRICT;
+CREATE INDEX snapshots_by_session ON snapshots(session_id, id);
+CREATE TABLE snapshot_streams (
+  snapshot_id  INTEGER NOT NULL REFERENCES snapshots(id) ON DELETE CASCADE,
+  stream_index INTEGER NOT NULL,
+  name         TEXT NOT NULL,
+  entry_bytes  INTEGER NOT NULL,
+  filter       INTEGER NOT NULL,
+  n_entries    INTEGER NOT NULL,
+  PRIMARY KEY (snapshot_id, stream_index),
+  UNIQUE (snapshot_id, name)
+) STRICT;
+CREATE TABLE kv_chunks (
+  id             INTEGER PRIMARY KEY,
+  origin_session TEXT NOT NULL,               -- the session that wrote it (forks share it)
+  stream         TEXT NOT NULL,
+  first_entry    INTEGER NOT NULL,
+  n_entries      INTEGER NOT NULL,
+  entry_bytes    INTEGER NOT NULL,
+  filter         INTEGER NOT NULL,
+  codec          INTEGER NOT NULL,
+  raw_bytes      INTEGER NOT NULL,
+  stored_bytes   INTEGER NOT NULL,
+  checksum       INTEGER NOT NULL,            -- xxh3-64 of the raw bytes, as a signed 64-bit value
+  blob           BLOB NOT NULL
+) STRICT;
+CREATE TABLE snapshot_chunks (
+  snapshot_id  INTEGER NOT NULL REFERENCES snapshots(id) ON DELETE CASCADE,
+  stream_index INTEGER NOT NULL,
+  seq          INTEGER NOT NULL,              -- chunk order within the stream
+  chunk_id     INTEGER NOT NULL REFERENCES kv_chunks(id),
+  PRIMARY KEY (snapshot_id, stream_index, seq)
+) WITHOUT ROWID, STRICT;
+CREATE INDEX snapshot_chunks_by_chunk ON snapshot_chunks(chunk_id);
+)sql",
+};
+
+}  // namespace
+
+Result<std::int64_t> read_format_version(Db& db, std::string_view schema_name) {
+  const std::string schema(schema_name);
+  HIPPO_ASSIGN_OR_RETURN(std::int64_t has_meta,
+                         db.query_int("SELECT count(*) FROM " + schema +
+                                      ".sqlite_schema WHERE type = 'table' AND name = 'meta'"));
+  if (has_meta == 0) {
+    HIPPO_ASSIGN_OR_RETURN(std::int64_t n_tables, db.query_int("SELECT count(*) FROM " + schema + ".sqlite_schema"));
+    if (n_tables != 0)
+      return make_error(ErrorCode::kCorrupt, "database {}: has tables but no hippo meta table: not a hippo database",
+                        db.path());
+    return std::int64_t{0};
+  }
+  HIPPO_ASSIGN_OR_RETURN(Statement stmt,
+                         Statement::prepare(db, "SELECT value FROM " + schema + ".meta WHERE key = 'format_version'"));
+  HIPPO_ASSIGN_OR_RETURN(bool row, stmt.step());
+  if (!row) return make_error(ErrorCode::kCorrupt, "database {}: meta has no format_version", db.path());
+  const std::string text = stmt.column_text(0);
+  try {
+    std::size_t used = 0;
+    const long long version = std::stoll(text, &used);
+    if (used == text.size() && version > 0) return static_cast<std::int64_t>(version);
+  } catch (const std::exception&) {
+  }
+  return make_error(ErrorCode::kCorrupt, "database {}: format_version '{}' is not a positive number", db.path(), text);
+}
+
+Status open_schema(Db& db, bool writable) {
+  HIPPO_ASSIGN_OR_RETURN(std::int64_t version, read_format_version(db));
+  if (version > kFormatVersion)
+    return make_error(ErrorCode::kFailedPrecondition,
+                      "database {}: unknown format version {} (this hippo {} reads versions up to {}); upgrade hippo",
+                      db.path(), version, kVersion, kFormatVersion);
+  if (version == kFormatVersion) return {};
+  if (!writable)
+    return make_error(ErrorCode::kFailedPrecondition,
+                      "database {}: format version {} needs migrating to {}; open it once writable", db.path(), version,
+                      kFormatVersion);
+
+  HIPPO_ASSIGN_OR_RETURN(Transaction tx, Transaction::begin(db));
+  // Re-read under the write lock: another process may have migrated meanwhile.
+  HIPPO_ASSIGN_OR_RETURN(version, read_format_version(db));
+  for (std::int64_t v = version; v < kFormatVersion; ++v) {
+    HIPPO_RETURN_IF_ERROR(db.exec(kMigrations[static_cast<std::size_t>(v)]).with_context(
+        fmt::format("migration to format version {}", v + 1)));
+  }
+  HIPPO_ASSIGN_OR_RETURN(Statement put, Statement::prepare(db, "INSERT OR REPLACE INTO meta(key, value) VALUES (?, ?)"));
+  const std::string version_text = std::to_string(kFormatVersion);
+  HIPPO_RETURN_IF_ERROR(put.bind(1, std::string_view("format_version")).bind(2, std::string_view(version_text)).run());
+  if (version == 0) {
+    HIPPO_RETURN_IF_ERROR(put.bind(1, std::string_view("created_by")).bind(2, std::string_view(kVersion)).run());
+  }
+  return tx.commit();
+}
+
+}  // namespace hippo::storage

@@ -1,0 +1,266 @@
+// SessionStore: hippo's durable home for agent sessions — their conversation log and their KV
+// snapshots — in one SQLite database (docs/storage-format.md). Model-agnostic: a snapshot is a set
+// of named, append-only byte streams with a fixed size per entry, plus one frontier blob; what the
+// bytes mean is the engine's business, told to us only through the model fingerprint.
+//
+// Durability invariants (the code refers to them as "keeps (n)"):
+//   (1) One transaction per snapshot: its row, its stream rows, its chunk rows and its chunk map
+//       commit together or not at all. A process killed at any moment leaves the previous
+//       snapshot intact and restorable (tests/storage/crash_test.cpp kills writers to prove it).
+//   (2) Chunks are immutable once written and may be shared by several snapshots and sessions
+//       (incremental snapshots, forks). A chunk is deleted only when no snapshot references it.
+//   (3) A snapshot reuses a previous chunk only if the caller's bytes for that entry range still
+//       hash to the chunk's checksum; everything past the last reused chunk is written anew, so an
+//       incremental snapshot restores exactly what the caller held, even after a rewind.
+//   (4) Every byte handed back was checked: chunk checksums (xxh3-64 of the raw bytes), blob
+//       sizes, entry coverage of each stream, the frontier checksum and the model fingerprint.
+//       A mismatch is a kCorrupt / kFailedPrecondition error naming the session, the snapshot, the
+//       stream and the chunk; nothing wrong is ever returned silently.
+//   (5) Fails closed: after an uncertain write (an I/O error, a failed COMMIT or ROLLBACK) the
+//       store refuses every further call until it is reopened. Clean failures (disk full, locked,
+//       read-only, bad input) roll back and leave it usable.
+//   (6) Memory is bounded by the chunk size, not the snapshot size: at most
+//       kMaxChunksInFlight chunks are being encoded or decoded at once, and SQLite's page cache is
+//       capped (kCacheKiB); a 1M-token snapshot streams through the same ~40 MB as a 1K one.
+//   (7) Formats are versioned: a database newer than this build is refused (schema.h).
+//
+// A snapshot's life:
+//
+//       write_snapshot()                     a newer snapshot of the session
+//   ───────────────────▶ [writing] ──commit──▶ [latest] ───────────────────────▶ [kept]
+//                           │  crash or error                                       │ more than
+//                           ▼                                                       │ keep_snapshots
+//                     [rolled back: never visible]                                  ▼ newer ones
+//                                           fork_session() ─▶ copy in the fork   [pruned] ─ its
+//                                           export_session() ─▶ copy in a file      chunks no one
+//                                           remove_session() ─▶ [pruned]            references ─▶ gc
+//
+// Threading: one SessionStore is one SQLite connection; calls on it are serialised by an internal
+// mutex. Open one store per thread that needs to work in parallel (KvSnapshotWriter does); WAL mode
+// lets readers run beside the one writer.
+#pragma once
+
+#include "base/status.h"
+#include "storage/chunk_codec.h"
+
+#include <cstddef>
+#include <cstdint>
+#include <functional>
+#include <memory>
+#include <mutex>
+#include <optional>
+#include <span>
+#include <string>
+#include <string_view>
+#include <vector>
+
+namespace hippo::storage {
+
+class Db;
+class WorkerPool;
+struct ChunkSweep;
+
+// 4 MiB = "a few MB": large enough that zstd and SQLite run at streaming speed, small enough that
+// kMaxChunksInFlight of them fit the 64 MB memory budget with room to spare.
+inline constexpr std::size_t kChunkTargetBytes = std::size_t{4} << 20;
+// Chunks being encoded or decoded at once; each costs up to ~3 x kChunkTargetBytes (raw copy or
+// filter scratch, compressed bytes).
+inline constexpr std::size_t kMaxChunksInFlight = 4;
+// SQLite page cache per connection: 8 MiB. Dirty pages beyond it spill to the WAL, not to RAM.
+inline constexpr int kCacheKiB = 8192;
+// The WAL file is truncated to this size after a checkpoint: a 1M-token snapshot passes through
+// the WAL once (~0.8 GB) and does not keep its disk space afterwards.
+inline constexpr std::int64_t kWalKeepBytes = std::int64_t{64} << 20;
+
+struct StoreOptions {
+  bool read_only = false;
+  bool create = true;             // create the file when missing (else a missing file is kNotFound)
+  int busy_timeout_ms = 5000;     // how long to wait for another writer before "database is locked"
+  std::int64_t max_bytes = 0;     // 0: no limit; else the database may not grow beyond this size
+  bool sync_full = true;          // fsync the WAL at every commit (a committed snapshot survives power loss)
+  int zstd_level = 3;
+  std::size_t codec_threads = 2;  // chunk encode/decode workers beside the calling thread
+  int keep_snapshots = 2;         // per session: the latest and the one before it
+  // true: SQLite copies the WAL into the database file inside whichever commit crosses 64 MiB.
+  // false: the owner calls checkpoint() when it suits it (KvSnapshotWriter does, after a
+  // snapshot's future is ready, so the copy is not part of the snapshot's latency).
+  bool auto_checkpoint = true;
+};
+
+struct SessionInfo {
+  std::string id;
+  std::optional<std::int64_t> tenant_id;
+  std::string model_fingerprint;
+  std::string status;
+  std::string settings;  // JSON text, opaque here
+  std::string forked_from;
+  std::int64_t created_at = 0;
+  std::int64_t updated_at = 0;
+};
+
+struct NewSession {
+  std::string id;  // empty: the store makes one ("s_" + 16 hex digits)
+  std::optional<std::int64_t> tenant_id;
+  std::string model_fingerprint;
+  std::string settings = "{}";
+  std::string status = "ready";
+};
+
+struct MessageRecord {
+  std::int64_t seq = 0;  // assigned by append_message()
+  std::string role;
+  std::string content;     // bytes, stored as a blob: byte-exact
+  std::string tool_calls;  // DSML as sampled, byte-exact; empty when none
+  std::int64_t first_token = 0;
+  std::int64_t n_tokens = 0;
+  std::int64_t created_at = 0;
+};
+
+// One append-only stream of a session state, as the caller holds it in memory.
+struct StreamData {
+  std::string name;            // "kv.layer2", "index.layer2", "token_ids", ...
+  std::size_t entry_bytes = 0;
+  Filter filter = Filter::kBytePlane;
+  std::span<const std::byte> bytes;  // n_entries x entry_bytes
+};
+
+struct SnapshotRequest {
+  std::string session_id;
+  std::string fingerprint;  // must equal the session's model fingerprint
+  std::int64_t n_tokens = 0;
+  std::vector<std::byte> frontier;
+  std::vector<StreamData> streams;
+};
+
+struct StreamInfo {
+  std::string name;
+  std::size_t entry_bytes = 0;
+  Filter filter = Filter::kNone;
+  std::int64_t n_entries = 0;
+  std::int64_t n_chunks = 0;
+  std::int64_t raw_bytes = 0;
+  std::int64_t stored_bytes = 0;
+};
+
+struct SnapshotInfo {
+  std::int64_t id = 0;
+  std::string session_id;
+  std::optional<std::int64_t> parent_id;
+  std::int64_t n_tokens = 0;
+  std::string fingerprint;
+  std::int64_t frontier_raw_bytes = 0;
+  std::int64_t frontier_stored_bytes = 0;
+  std::int64_t created_at = 0;
+  std::vector<StreamInfo> streams;
+
+  std::int64_t raw_bytes() const;     // streams + frontier
+  std::int64_t stored_bytes() const;  // streams + frontier, as stored
+};
+
+struct SnapshotWriteStats {
+  std::int64_t snapshot_id = 0;
+  std::int64_t raw_bytes = 0;             // the whole state
+  std::int64_t written_raw_bytes = 0;     // raw bytes of the chunks this snapshot wrote
+  std::int64_t written_stored_bytes = 0;  // what they took on disk, frontier included
+  std::int64_t frontier_stored_bytes = 0; // the frontier's share of it (rewritten by every snapshot)
+  std::int64_t reused_chunks = 0;
+  std::int64_t written_chunks = 0;
+};
+
+// Where restore puts one stream: exactly n_entries x entry_bytes of caller memory.
+struct RestoreTarget {
+  std::string name;
+  std::span<std::byte> bytes;
+};
+
+struct VerifyReport {
+  std::int64_t snapshots = 0;
+  std::int64_t chunks = 0;
+  std::int64_t raw_bytes = 0;
+  std::vector<Status> problems;  // empty: everything checked out
+};
+
+struct GcStats {
+  std::int64_t chunks_removed = 0;
+  std::int64_t bytes_removed = 0;
+};
+
+// Called with bytes done and bytes total while long work runs.
+using ProgressFn = std::function<void(std::int64_t done, std::int64_t total)>;
+
+class SessionStore {
+ public:
+  static Result<std::unique_ptr<SessionStore>> open(const std::string& path, const StoreOptions& options = {});
+  ~SessionStore();
+  SessionStore(const SessionStore&) = delete;
+  SessionStore& operator=(const SessionStore&) = delete;
+
+  const std::string& path() const;
+  const StoreOptions& options() const { return options_; }
+
+  // Sessions and their conversation log.
+  Result<SessionInfo> create_session(const NewSession& session);
+  Result<SessionInfo> get_session(std::string_view id);
+  Result<std::vector<SessionInfo>> list_sessions();
+  Status set_session_status(std::string_view id, std::string_view status);
+  Status remove_session(std::string_view id);  // its snapshots go; chunks wait for gc()
+  Result<std::int64_t> append_message(std::string_view session_id, const MessageRecord& message);
+  Result<std::vector<MessageRecord>> list_messages(std::string_view session_id);
+
+  // Tenants and API keys. Keys are stored as SHA-256 hashes only.
+  Result<std::int64_t> create_tenant(std::string_view name);
+  Status add_api_key(std::int64_t tenant_id, std::string_view key, std::string_view label);
+  Result<std::optional<std::int64_t>> tenant_for_api_key(std::string_view key);  // nullopt: unknown or revoked
+  Status revoke_api_key(std::string_view key);
+
+  // Snapshots. write_snapshot() runs on the calling thread (KvSnapshotWriter moves it off the
+  // engine's); the streams' bytes must not change until it returns.
+  Result<SnapshotWriteStats> write_snapshot(const SnapshotRequest& request);
+  Result<std::optional<SnapshotInfo>> latest_snapshot(std::string_view session_id);
+  Result<std::vector<SnapshotInfo>> list_snapshots(std::string_view session_id);
+  // Restores every stream of the snapshot into targets (one per stream, exact sizes) and returns
+  // the frontier. expected_fingerprint must equal the snapshot's (keeps (4)).
+  Result<std::vector<std::byte>> restore_snapshot(const SnapshotInfo& snapshot, std::string_view expected_fingerprint,
+                                                  std::span<const RestoreTarget> targets,
+                                                  const ProgressFn& progress = {});
+  // Decodes and checks every chunk of every snapshot of the session.
+  Result<VerifyReport> verify_session(std::string_view session_id, const ProgressFn& progress = {});
+
+  // A new session with the source's log and latest snapshot; chunks are shared, not copied (2).
+  Result<SessionInfo> fork_session(std::string_view source_id, std::string_view new_id = {});
+  Result<GcStats> gc();
+  // Copies committed WAL content into the database file without blocking readers or writers
+  // (a passive checkpoint); the WAL file is then cut back to kWalKeepBytes.
+  Status checkpoint();
+
+  // Export writes a new portable database file holding the session, its log and its latest
+  // snapshot. Import checks the file's format version, every chunk's checksum and, when given,
+  // the fingerprint, then adds the session (renamed to new_id when given).
+  Status export_session(std::string_view session_id, const std::string& file, const ProgressFn& progress = {});
+  Result<SessionInfo> import_session(const std::string& file, std::string_view expected_fingerprint = {},
+                                     std::string_view new_id = {}, const ProgressFn& progress = {});
+
+ private:
+  SessionStore(std::unique_ptr<Db> db, const StoreOptions& options);
+
+  Status usable() const;
+  // Records an uncertain failure so that the store fails closed (keeps (5)); returns the status.
+  Status note_failure(Status status);
+  WorkerPool& pool();
+  Result<SessionInfo> get_session_locked(std::string_view id);
+  Result<SnapshotWriteStats> write_snapshot_locked(const SnapshotRequest& request);
+  // Reads, decodes and checks every chunk of one snapshot (snapshot_read.cpp).
+  Status sweep_chunks(const SnapshotInfo& snapshot, ChunkSweep& sweep);
+  Status prune_snapshots(std::string_view session_id);
+
+  std::mutex mutex_;
+  std::unique_ptr<Db> db_;
+  StoreOptions options_;
+  // One encoder and one decoder per pool worker; declared before pool_ so they outlive its threads.
+  std::vector<std::unique_ptr<ChunkEncoder>> encoders_;
+  std::vector<std::unique_ptr<ChunkDecoder>> decoders_;
+  std::unique_ptr<WorkerPool> pool_;
+  Status failed_;
+};
+
+}  // namespace hippo::storage

@@ -1,0 +1,23 @@
+// A SQLite VFS for fault tests: it wraps the default VFS and makes the Nth write (or sync) fail
+// with SQLITE_IOERR, the way a failing disk would. Installed as the default VFS while a
+// FaultingVfs object lives, so the real store code runs unchanged on top of it.
+#pragma once
+
+#include <atomic>
+
+namespace hippo::storage::testing {
+
+class FaultingVfs {
+ public:
+  FaultingVfs();
+  ~FaultingVfs();
+  FaultingVfs(const FaultingVfs&) = delete;
+  FaultingVfs& operator=(const FaultingVfs&) = delete;
+
+  // The n-th write or sync from now fails (1 = the next one); 0 disables faults.
+  void fail_at(long n);
+  // Whether the armed fault has fired.
+  bool fired() const;
+};
+
+}  // namespace hippo::storage::testing

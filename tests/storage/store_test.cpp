@@ -1,0 +1,375 @@
+// SessionStore against real SQLite files: sessions and their log, snapshots (full, incremental,
+// rewound), pruning, forks, gc, export and import.
+#include "storage/kv_snapshot_writer.h"
+#include "storage/schema.h"
+#include "storage/sqlite.h"
+#include "storage/store.h"
+#include "tests/storage/storage_test_util.h"
+
+#include <catch2/catch.hpp>
+
+#include <fstream>
+#include <iterator>
+
+using namespace hippo;
+using namespace hippo::storage;
+using namespace hippo::storage::testing;
+
+namespace {
+
+std::int64_t count_rows(const std::string& path, const std::string& sql) {
+  auto db = Db::open(path, Db::Mode::kReadOnly, 1000);
+  REQUIRE(db.ok());
+  auto n = db->query_int(sql);
+  REQUIRE(n.ok());
+  return *n;
+}
+
+}  // namespace
+
+TEST_CASE("a new database gets the schema, WAL mode and the format version", "[storage]") {
+  TempDir dir;
+  const std::string path = dir.file("hippo.db");
+  open_store(path);
+  CHECK(count_rows(path, "SELECT value FROM meta WHERE key = 'format_version'") == kFormatVersion);
+  CHECK(count_rows(path, "SELECT count(*) FROM sqlite_schema WHERE type = 'table' AND name IN ('meta', 'tenants', "
+                         "'api_keys', 'sessions', 'messages', 'snapshots', 'kv_chunks')") == 7);
+  auto db = Db::open(path, Db::Mode::kReadOnly, 1000);
+  REQUIRE(db.ok());
+  Statement mode = std::move(Statement::prepare(*db, "PRAGMA journal_mode")).value();
+  REQUIRE(mode.step().value());
+  CHECK(mode.column_text(0) == "wal");
+  CHECK(db->query_int("PRAGMA page_size").value() == kPageBytes);
+  open_store(path);  // reopening applies nothing and keeps the data
+}
+
+TEST_CASE("sessions: create, get, list, status, remove; ids are checked", "[storage]") {
+  TempDir dir;
+  auto store = open_store(dir.file("hippo.db"));
+  make_session(*store, "alpha");
+  auto generated = store->create_session({"", std::nullopt, "fp"});
+  REQUIRE(generated.ok());
+  CHECK_THAT(generated->id, Catch::StartsWith("s_"));
+  CHECK(store->create_session({"alpha", std::nullopt, "fp"}).status().code() == ErrorCode::kAlreadyExists);
+  CHECK(store->create_session({"bad id!", std::nullopt, "fp"}).status().code() == ErrorCode::kInvalidArgument);
+  CHECK(store->create_session({"nofp", std::nullopt, ""}).status().code() == ErrorCode::kInvalidArgument);
+  REQUIRE(store->set_session_status("alpha", "swapped").ok());
+  CHECK(store->get_session("alpha")->status == "swapped");
+  CHECK(store->list_sessions()->size() == 2);
+  auto missing = store->get_session("nope");
+  CHECK(missing.status().code() == ErrorCode::kNotFound);
+  CHECK_THAT(missing.status().message(), Catch::Contains("session nope"));
+  REQUIRE(store->remove_session("alpha").ok());
+  CHECK(store->remove_session("alpha").code() == ErrorCode::kNotFound);
+  CHECK(store->list_sessions()->size() == 1);
+}
+
+TEST_CASE("the conversation log keeps content and tool calls byte-exact", "[storage]") {
+  TempDir dir;
+  auto store = open_store(dir.file("hippo.db"));
+  make_session(*store, "s1");
+  MessageRecord user{0, "user", std::string("hello\0world\xff\xfe", 13), "", 0, 5, 0};
+  MessageRecord assistant{0, "assistant", "",
+                          "<｜DSML｜function_calls>\n<｜DSML｜invoke name=\"f\">\r\n  {\"a\": 1}\t</｜DSML｜invoke>", 5,
+                          40, 0};
+  CHECK(store->append_message("s1", user).value() == 1);
+  CHECK(store->append_message("s1", assistant).value() == 2);
+  CHECK(store->append_message("ghost", user).status().code() == ErrorCode::kNotFound);
+  auto log = store->list_messages("s1");
+  REQUIRE(log.ok());
+  REQUIRE(log->size() == 2);
+  CHECK((*log)[0].content == user.content);
+  CHECK((*log)[0].content.size() == 13);
+  CHECK((*log)[1].tool_calls == assistant.tool_calls);
+  CHECK((*log)[1].first_token == 5);
+  CHECK((*log)[1].n_tokens == 40);
+  CHECK((*log)[1].seq == 2);
+}
+
+TEST_CASE("API keys are stored hashed and resolve to their tenant until revoked", "[storage]") {
+  TempDir dir;
+  const std::string path = dir.file("hippo.db");
+  const std::string key = "hk_live_0123456789abcdef0123";
+  {
+    auto store = open_store(path);
+    auto tenant = store->create_tenant("acme");
+    REQUIRE(tenant.ok());
+    CHECK(store->create_tenant("acme").status().code() == ErrorCode::kAlreadyExists);
+    REQUIRE(store->add_api_key(*tenant, key, "ci").ok());
+    CHECK(store->add_api_key(*tenant, key, "again").code() == ErrorCode::kAlreadyExists);
+    CHECK(store->add_api_key(*tenant, "short", "x").code() == ErrorCode::kInvalidArgument);
+    CHECK(store->tenant_for_api_key(key).value() == *tenant);
+    CHECK_FALSE(store->tenant_for_api_key("hk_live_not_a_real_key_000").value().has_value());
+    REQUIRE(store->revoke_api_key(key).ok());
+    CHECK_FALSE(store->tenant_for_api_key(key).value().has_value());
+  }
+  for (const char* suffix : {"", "-wal"}) {
+    std::ifstream file(path + suffix, std::ios::binary);
+    const std::string bytes((std::istreambuf_iterator<char>(file)), std::istreambuf_iterator<char>());
+    CHECK(bytes.find(key) == std::string::npos);
+  }
+}
+
+TEST_CASE("a snapshot restores byte-identical streams and frontier", "[storage][snapshot]") {
+  TempDir dir;
+  auto store = open_store(dir.file("hippo.db"));
+  make_session(*store, "s1");
+  for (Filter filter : {Filter::kNone, Filter::kBytePlane}) {
+    // 40,000 tokens: kv.layer20 spans three 4 MiB chunks, the last one partial.
+    TestState state(default_shapes(), 40'000, filter == Filter::kNone ? 3 : 4);
+    auto stats = store->write_snapshot(state.request("s1", filter));
+    INFO(stats.status().to_string());
+    REQUIRE(stats.ok());
+    CHECK(stats->written_chunks >= 6);
+    CHECK(stats->written_stored_bytes < stats->raw_bytes);
+    require_restores_to(*store, "s1", state);
+  }
+  // Reopened from disk, it still restores.
+  store.reset();
+  store = open_store(dir.file("hippo.db"));
+  require_restores_to(*store, "s1", TestState(default_shapes(), 40'000, 4));
+}
+
+TEST_CASE("an empty state and an empty frontier are snapshots too", "[storage][snapshot]") {
+  TempDir dir;
+  auto store = open_store(dir.file("hippo.db"));
+  make_session(*store, "s1");
+  SnapshotRequest request{"s1", std::string(kFingerprint), 0, {}, {}};
+  std::vector<std::byte> none;
+  request.streams.push_back({"token_ids", 4, Filter::kNone, none});
+  REQUIRE(store->write_snapshot(request).ok());
+  auto latest = store->latest_snapshot("s1").value();
+  REQUIRE(latest.has_value());
+  auto restored = restore_into_vectors(*store, *latest);
+  REQUIRE(restored.ok());
+  CHECK(restored->frontier.empty());
+  CHECK(restored->streams.at("token_ids").empty());
+}
+
+TEST_CASE("incremental snapshots write only what lies past the previous one", "[storage][snapshot]") {
+  TempDir dir;
+  auto store = open_store(dir.file("hippo.db"));
+  make_session(*store, "s1");
+  TestState base(default_shapes(), 100'000);
+  auto full = store->write_snapshot(base.request("s1"));
+  REQUIRE(full.ok());
+  CHECK(full->reused_chunks == 0);
+
+  // 1% more tokens: each stream writes one small chunk up to its grid line, nothing else.
+  TestState grown(default_shapes(), 101'000);
+  auto delta = store->write_snapshot(grown.request("s1"));
+  REQUIRE(delta.ok());
+  CHECK(delta->reused_chunks == full->written_chunks);
+  const auto stream_bytes = [](const SnapshotWriteStats& s, const TestState& t) {
+    return s.raw_bytes - static_cast<std::int64_t>(t.frontier().size());
+  };
+  CHECK(delta->written_raw_bytes == stream_bytes(*delta, grown) - stream_bytes(*full, base));
+  CHECK(delta->written_stored_bytes <= full->written_stored_bytes / 50);  // at most 2% of the full bytes
+  require_restores_to(*store, "s1", grown);
+
+  // Another 1%: the small chunk of the last snapshot is kept, not rewritten.
+  TestState grown2(default_shapes(), 102'000);
+  auto delta2 = store->write_snapshot(grown2.request("s1"));
+  REQUIRE(delta2.ok());
+  CHECK(delta2->reused_chunks == delta->reused_chunks + delta->written_chunks);
+  require_restores_to(*store, "s1", grown2);
+}
+
+TEST_CASE("a rewound or rewritten state is not restored from stale chunks", "[storage][snapshot]") {
+  TempDir dir;
+  auto store = open_store(dir.file("hippo.db"));
+  make_session(*store, "s1");
+  TestState long_state(default_shapes(), 60'000);
+  REQUIRE(store->write_snapshot(long_state.request("s1")).ok());
+
+  SECTION("shorter: chunks past the new end are not reused") {
+    TestState short_state(default_shapes(), 30'001);
+    auto stats = store->write_snapshot(short_state.request("s1"));
+    REQUIRE(stats.ok());
+    require_restores_to(*store, "s1", short_state);
+  }
+  SECTION("same length, different bytes in the middle: rewritten from the first changed chunk") {
+    TestState changed(default_shapes(), 60'000);
+    changed.stream("kv.layer20")[288 * 20'000] ^= std::byte{0x40};
+    auto stats = store->write_snapshot(changed.request("s1"));
+    REQUIRE(stats.ok());
+    CHECK(stats->written_chunks >= 1);
+    require_restores_to(*store, "s1", changed);
+  }
+}
+
+TEST_CASE("old snapshots are pruned to keep_snapshots and their private chunks deleted", "[storage][snapshot]") {
+  TempDir dir;
+  const std::string path = dir.file("hippo.db");
+  auto store = open_store(path);
+  make_session(*store, "s1");
+  for (std::int64_t n : {10'000, 20'000, 15'000, 25'000}) REQUIRE(store->write_snapshot(TestState(default_shapes(), n).request("s1")).ok());
+  auto snapshots = store->list_snapshots("s1");
+  REQUIRE(snapshots->size() == 2);
+  CHECK((*snapshots)[0].n_tokens == 25'000);
+  CHECK((*snapshots)[1].n_tokens == 15'000);
+  CHECK((*snapshots)[0].parent_id == (*snapshots)[1].id);
+  // No chunk without a snapshot is left behind.
+  CHECK(count_rows(path, "SELECT count(*) FROM kv_chunks WHERE id NOT IN (SELECT chunk_id FROM snapshot_chunks)") == 0);
+  // The previous snapshot still restores.
+  auto restored = restore_into_vectors(*store, (*snapshots)[1]);
+  REQUIRE(restored.ok());
+  CHECK(restored->streams.at("kv.layer20") == TestState(default_shapes(), 15'000).streams().at("kv.layer20"));
+}
+
+TEST_CASE("fingerprints: a snapshot of another model is refused on write and on restore", "[storage][snapshot]") {
+  TempDir dir;
+  auto store = open_store(dir.file("hippo.db"));
+  make_session(*store, "s1");
+  TestState state(default_shapes(), 1'000);
+  auto wrong = store->write_snapshot(state.request("s1", Filter::kBytePlane, "other-model"));
+  CHECK(wrong.status().code() == ErrorCode::kFailedPrecondition);
+  CHECK_THAT(wrong.status().message(), Catch::Contains("session s1") && Catch::Contains("fingerprint"));
+  REQUIRE(store->write_snapshot(state.request("s1")).ok());
+  auto latest = store->latest_snapshot("s1").value();
+  auto restored = restore_into_vectors(*store, *latest, "test-model:v2");
+  CHECK(restored.status().code() == ErrorCode::kFailedPrecondition);
+  CHECK_THAT(restored.status().message(), Catch::Contains("session s1") && Catch::Contains("fingerprint mismatch"));
+}
+
+TEST_CASE("bad snapshot requests and restore targets are clear errors", "[storage][snapshot]") {
+  TempDir dir;
+  auto store = open_store(dir.file("hippo.db"));
+  make_session(*store, "s1");
+  std::vector<std::byte> bytes(10);
+  SnapshotRequest request{"s1", std::string(kFingerprint), 10, {}, {{"kv", 4, Filter::kNone, bytes}}};
+  CHECK(store->write_snapshot(request).status().code() == ErrorCode::kInvalidArgument);  // 10 bytes, 4-byte entries
+  request.streams = {{"kv", 5, Filter::kNone, bytes}, {"kv", 5, Filter::kNone, bytes}};
+  CHECK(store->write_snapshot(request).status().code() == ErrorCode::kInvalidArgument);  // repeated name
+  request.streams = {{"kv", 5, Filter::kNone, bytes}};
+  request.session_id = "ghost";
+  CHECK(store->write_snapshot(request).status().code() == ErrorCode::kNotFound);
+  request.session_id = "s1";
+  REQUIRE(store->write_snapshot(request).ok());
+  auto latest = store->latest_snapshot("s1").value();
+  std::vector<std::byte> small(5);
+  std::vector<RestoreTarget> targets{{"kv", small}};
+  CHECK(store->restore_snapshot(*latest, kFingerprint, targets).status().code() == ErrorCode::kInvalidArgument);
+  targets = {{"other", bytes}};
+  CHECK(store->restore_snapshot(*latest, kFingerprint, targets).status().code() == ErrorCode::kInvalidArgument);
+}
+
+TEST_CASE("fork shares chunks by reference; the fork and its parent then diverge", "[storage][fork]") {
+  TempDir dir;
+  const std::string path = dir.file("hippo.db");
+  auto store = open_store(path);
+  make_session(*store, "parent");
+  REQUIRE(store->append_message("parent", {0, "user", "hi", "", 0, 2, 0}).ok());
+  TestState state(default_shapes(), 50'000);
+  REQUIRE(store->write_snapshot(state.request("parent")).ok());
+  const std::int64_t chunks_before = count_rows(path, "SELECT count(*) FROM kv_chunks");
+
+  auto fork = store->fork_session("parent", "child");
+  REQUIRE(fork.ok());
+  CHECK(fork->forked_from == "parent");
+  CHECK(count_rows(path, "SELECT count(*) FROM kv_chunks") == chunks_before);  // nothing copied
+  CHECK(store->list_messages("child")->size() == 1);
+  require_restores_to(*store, "child", state);
+  CHECK(store->fork_session("parent", "child").status().code() == ErrorCode::kAlreadyExists);
+  CHECK(store->fork_session("ghost", "x").status().code() == ErrorCode::kNotFound);
+
+  // The child grows; the parent is untouched. Removing the parent keeps the child whole.
+  TestState grown(default_shapes(), 51'000);
+  REQUIRE(store->write_snapshot(grown.request("child")).ok());
+  require_restores_to(*store, "parent", state);
+  REQUIRE(store->remove_session("parent").ok());
+  auto gc = store->gc();
+  REQUIRE(gc.ok());
+  CHECK(gc->chunks_removed == 0);  // every parent chunk is still the child's
+  require_restores_to(*store, "child", grown);
+  REQUIRE(store->remove_session("child").ok());
+  gc = store->gc();
+  REQUIRE(gc.ok());
+  CHECK(gc->chunks_removed > 0);
+  CHECK(gc->bytes_removed > 0);
+  CHECK(count_rows(path, "SELECT count(*) FROM kv_chunks") == 0);
+}
+
+TEST_CASE("export writes one portable file; import checks it and brings the session back", "[storage][transfer]") {
+  TempDir dir;
+  auto store = open_store(dir.file("hippo.db"));
+  make_session(*store, "s1");
+  REQUIRE(store->append_message("s1", {0, "user", "question", "", 0, 3, 0}).ok());
+  REQUIRE(store->write_snapshot(TestState(default_shapes(), 20'000).request("s1")).ok());
+  TestState state(default_shapes(), 30'000);
+  REQUIRE(store->write_snapshot(state.request("s1")).ok());
+  const std::string file = dir.file("s1.hippo");
+  std::int64_t last_done = 0, last_total = -1;
+  REQUIRE(store->export_session("s1", file, [&](std::int64_t done, std::int64_t total) {
+                 CHECK(done >= last_done);
+                 last_done = done;
+                 last_total = total;
+               }).ok());
+  CHECK(last_done == last_total);
+  CHECK(std::filesystem::exists(file));
+  CHECK_FALSE(std::filesystem::exists(file + "-wal"));
+  CHECK(count_rows(file, "SELECT count(*) FROM snapshots") == 1);  // the latest only
+  CHECK(store->export_session("s1", file).code() == ErrorCode::kAlreadyExists);
+
+  auto other = open_store(dir.file("other.db"));
+  auto imported = other->import_session(file, kFingerprint);
+  INFO(imported.status().to_string());
+  REQUIRE(imported.ok());
+  CHECK(imported->id == "s1");
+  CHECK(other->list_messages("s1")->front().content == "question");
+  require_restores_to(*other, "s1", state);
+
+  SECTION("the same id twice is refused; --as renames") {
+    CHECK(other->import_session(file).status().code() == ErrorCode::kAlreadyExists);
+    REQUIRE(other->import_session(file, {}, "s1-copy").ok());
+    require_restores_to(*other, "s1-copy", state);
+  }
+  SECTION("another model's fingerprint is refused") {
+    auto refused = store->import_session(file, "other-model", "s2");
+    CHECK(refused.status().code() == ErrorCode::kFailedPrecondition);
+    CHECK_THAT(refused.status().message(), Catch::Contains("fingerprint"));
+  }
+  SECTION("a corrupted file is refused, naming the chunk, and imports nothing") {
+    {
+      auto db = Db::open(file, Db::Mode::kReadWrite, 1000);
+      REQUIRE(db.ok());
+      REQUIRE(db->exec("UPDATE kv_chunks SET checksum = checksum + 1 WHERE id = (SELECT max(id) FROM kv_chunks)").ok());
+    }
+    auto refused = other->import_session(file, {}, "s3");
+    CHECK(refused.status().code() == ErrorCode::kCorrupt);
+    CHECK_THAT(refused.status().message(), Catch::Contains("chunk") && Catch::Contains("checksum mismatch"));
+    CHECK(other->get_session("s3").status().code() == ErrorCode::kNotFound);
+  }
+  SECTION("a file that is not a database is refused") {
+    const std::string junk = dir.file("junk.hippo");
+    std::ofstream(junk) << "not a database at all, just some text that is long enough to fill a header";
+    CHECK_FALSE(other->import_session(junk).ok());
+  }
+}
+
+TEST_CASE("KvSnapshotWriter writes off the caller's thread and reports through futures", "[storage][writer]") {
+  TempDir dir;
+  const std::string path = dir.file("hippo.db");
+  auto store = open_store(path);
+  for (const char* id : {"a", "b", "c"}) make_session(*store, id);
+  std::vector<TestState> states;
+  for (int i = 0; i < 3; ++i) states.emplace_back(default_shapes(), 10'000 + 5'000 * i, i + 1);
+  {
+    auto writer = KvSnapshotWriter::open(path);
+    REQUIRE(writer.ok());
+    std::vector<std::future<Result<SnapshotWriteStats>>> futures;
+    const char* ids[] = {"a", "b", "c"};
+    for (int i = 0; i < 3; ++i) {
+      auto submitted = (*writer)->submit(states[static_cast<std::size_t>(i)].request(ids[i]));
+      REQUIRE(submitted.ok());
+      futures.push_back(std::move(submitted).value());
+    }
+    auto bad = (*writer)->submit(states[0].request("ghost"));
+    REQUIRE(bad.ok());
+    CHECK(bad->get().status().code() == ErrorCode::kNotFound);
+    for (auto& f : futures) CHECK(f.get().ok());
+  }
+  require_restores_to(*store, "a", states[0]);
+  require_restores_to(*store, "b", states[1]);
+  require_restores_to(*store, "c", states[2]);
+}
