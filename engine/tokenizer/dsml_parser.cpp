@@ -212,7 +212,7 @@ bool DsmlStreamParser::step_invoke_name_close(bool final, std::vector<DsmlEvent>
   }
   consume(1);
   events.push_back(DsmlEvent{DsmlEvent::Kind::kToolCallBegin, {}, name_, call_index_});
-  arguments_ = "{";
+  arguments_.assign(1, '{');  // not = "{": g++ 12 -O3 reports a false -Wrestrict on it
   n_params_ = 0;
   emit(DsmlEvent::Kind::kToolCallArguments, "{", events);
   state_ = State::kInvoke;
