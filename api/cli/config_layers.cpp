@@ -40,7 +40,8 @@ std::string env_name_for(std::string_view long_name) {
 
 void bind_environment(CLI::App& app) {
   for (CLI::Option* opt : app.get_options()) {
-    if (opt->get_lnames().empty() || opt->get_lnames().front() == "help") continue;
+    // --help and --version are actions, not settings: HIPPO_VERSION=1 must not print and exit.
+    if (opt->get_lnames().empty() || opt == app.get_help_ptr() || opt == app.get_version_ptr()) continue;
     if (opt->get_envname().empty()) opt->envname(env_name_for(opt->get_lnames().front()));
   }
   for (CLI::App* sub : app.get_subcommands([](CLI::App*) { return true; })) bind_environment(*sub);

@@ -122,6 +122,17 @@ TEST_CASE("config file errors name the file and the key", "[config]") {
   }
 }
 
+TEST_CASE("help and version take no environment variable", "[config]") {
+  TestApp t;
+  t.app.set_version_flag("--version", "1.0");
+  bind_environment(t.app);
+  CHECK(t.app.get_help_ptr()->get_envname().empty());
+  CHECK(t.app.get_version_ptr()->get_envname().empty());
+  CHECK(t.app.get_option("--log-level")->get_envname() == "HIPPO_LOG_LEVEL");
+  ScopedEnv env("HIPPO_VERSION", "1");
+  CHECK_NOTHROW(t.parse({"serve"}));
+}
+
 TEST_CASE("a bad environment value is a parse error naming the variable", "[config]") {
   ScopedEnv env("HIPPO_PORT", "high");
   TestApp t;
