@@ -3,6 +3,7 @@
 // the same run; compression per stream with and without the byte-plane filter; the bytes an
 // incremental snapshot after 1% more tokens writes; peak extra memory. Results belong in
 // docs/benchmarks/storage.md.
+#include "api/cli/bench_spread.h"
 #include "api/cli/cli.h"
 #include "api/cli/synthetic_kv_state.h"
 #include "storage/kv_snapshot_writer.h"
@@ -100,15 +101,6 @@ Result<double> run_zstd(const std::vector<std::string>& args) {
   if (!WIFEXITED(status) || WEXITSTATUS(status) != 0)
     return make_error(ErrorCode::kInternal, "bench storage: zstd {} failed", fmt::join(args, " "));
   return seconds;
-}
-
-struct Spread {
-  double median = 0, min = 0, max = 0;
-};
-
-Spread spread(std::vector<double> v) {
-  std::sort(v.begin(), v.end());
-  return {v[v.size() / 2], v.front(), v.back()};
 }
 
 void remove_db(const std::string& path) {
@@ -240,11 +232,11 @@ Result<SizeResult> bench_size(const SyntheticKvState& state, std::int64_t n_toke
   remove_db(db);
   fs::remove(raw_file);
   fs::remove(raw_file + ".zst");
-  r.snapshot_s = spread(snapshot_s);
-  r.checkpoint_s = spread(checkpoint_s);
-  r.restore_s = spread(restore_s);
-  r.zstd_compress_s = spread(compress_s);
-  r.zstd_decompress_s = spread(decompress_s);
+  r.snapshot_s = spread_of(snapshot_s);
+  r.checkpoint_s = spread_of(checkpoint_s);
+  r.restore_s = spread_of(restore_s);
+  r.zstd_compress_s = spread_of(compress_s);
+  r.zstd_decompress_s = spread_of(decompress_s);
   return r;
 }
 

@@ -3,6 +3,7 @@
 // `tokenizers` (scripts/gen_tokenizer_golden.py). Every timed encode is checked against those ids:
 // a fast wrong answer fails. scripts/bench_tokenizer.py runs HF single-threaded on the same corpus
 // in the same run and prints both (docs/benchmarks/tokenizer.md).
+#include "api/cli/bench_spread.h"
 #include "api/cli/cli.h"
 #include "engine/tokenizer/chat_encoding.h"
 #include "engine/tokenizer/dsml_parser.h"
@@ -106,12 +107,9 @@ std::vector<std::vector<TokenId>> tool_call_completions(const tokenizer::Tokeniz
   return completions;
 }
 
-struct Timing {
-  double median = 0, min = 0, max = 0;  // seconds
-};
-
+// Seconds per run: one warm-up, then `repetitions` timed runs.
 template <typename Run>
-Timing time_runs(int repetitions, Run&& run) {
+Spread time_runs(int repetitions, Run&& run) {
   run();  // warm-up
   std::vector<double> seconds;
   for (int i = 0; i < repetitions; ++i) {
@@ -119,8 +117,7 @@ Timing time_runs(int repetitions, Run&& run) {
     run();
     seconds.push_back(std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count());
   }
-  std::sort(seconds.begin(), seconds.end());
-  return {seconds[seconds.size() / 2], seconds.front(), seconds.back()};
+  return spread_of(std::move(seconds));
 }
 
 Status run_tokenizer_bench(const TokenizerBenchOptions& options, std::ostream& out) {
@@ -135,7 +132,7 @@ Status run_tokenizer_bench(const TokenizerBenchOptions& options, std::ostream& o
   // Encode, single thread, checked.
   std::vector<TokenId> ids;
   std::size_t wrong = 0;
-  const Timing encode = time_runs(options.repetitions, [&] {
+  const Spread encode = time_runs(options.repetitions, [&] {
     wrong = 0;
     for (const Document& d : docs) {
       ids.clear();
@@ -183,8 +180,8 @@ Status run_tokenizer_bench(const TokenizerBenchOptions& options, std::ostream& o
   };
   std::vector<std::vector<TokenId>> corpus_streams;
   for (const Document& d : docs) corpus_streams.push_back(d.ids);
-  const Timing stream = time_runs(options.repetitions, [&] { stream_all(corpus_streams, false); });
-  const Timing tool_stream = time_runs(options.repetitions, [&] {
+  const Spread stream = time_runs(options.repetitions, [&] { stream_all(corpus_streams, false); });
+  const Spread tool_stream = time_runs(options.repetitions, [&] {
     n_calls = n_malformed = 0;
     stream_all(completions, true);
   });
