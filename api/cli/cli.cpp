@@ -57,7 +57,7 @@ std::unique_ptr<CLI::App> build_app(Invocation& inv) {
 
   add_unbuilt_command(*app, "serve", "Run the WebSocket + HTTP agent server", "WebSocket agent server, issue #7", inv);
   add_unbuilt_command(*app, "chat", "Interactive terminal client for a running server", "chat client, issue #7", inv);
-  add_unbuilt_command(*app, "run", "Generate from a prompt on the command line", "inference engine, issue #3", inv);
+  add_run_command(*app, inv);
   add_session_commands(*app, inv);
   add_model_commands(*app, inv);
   add_family(*app, inv, "key", "Manage API keys",

@@ -41,6 +41,7 @@ void add_bench_commands(CLI::App& app, Invocation& invocation);
 void add_bench_tokenizer_command(CLI::App& bench, Invocation& invocation);  // bench_tokenizer.cpp
 void add_storage_bench(CLI::App& bench, Invocation& invocation);            // `hippo bench storage`
 void add_model_commands(CLI::App& app, Invocation& invocation);
+void add_run_command(CLI::App& app, Invocation& invocation);  // `hippo run`
 void add_session_commands(CLI::App& app, Invocation& invocation);
 
 // Registers a subcommand that exists in the interface but not yet in the code: running it says

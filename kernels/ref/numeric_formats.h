@@ -50,4 +50,23 @@ inline float e2m1_to_f32(std::uint8_t nibble) {
   return (nibble & 0x8) ? -magnitude : magnitude;
 }
 
+// Round to nearest, ties to even, onto the E4M3FN grid (torch's float -> float8_e4m3fn cast). The
+// caller keeps |value| <= 448 (the QAT quantisers clamp first); larger magnitudes are a bug.
+inline std::uint8_t f32_to_e4m3fn(float value) {
+  const std::uint8_t sign = std::signbit(value) ? 0x80 : 0x00;
+  const float magnitude = std::fabs(value);
+  if (magnitude < 0x1p-6f) {  // subnormal range: multiples of 2^-9 (code 8 = 2^-6 is the smallest normal)
+    return static_cast<std::uint8_t>(sign | static_cast<std::uint8_t>(std::nearbyint(magnitude * 0x1p9f)));
+  }
+  int exponent = 0;
+  const float fraction = std::frexp(magnitude, &exponent);  // magnitude = fraction * 2^exponent, fraction in [0.5, 1)
+  int mantissa = static_cast<int>(std::nearbyint((fraction * 2.0f - 1.0f) * 8.0f));  // exact product, RNE
+  int biased = exponent - 1 + 7;
+  if (mantissa == 8) {
+    mantissa = 0;
+    ++biased;
+  }
+  return static_cast<std::uint8_t>(sign | (biased << 3) | mantissa);
+}
+
 }  // namespace hippo::kernels::ref

@@ -44,7 +44,7 @@ TEST_CASE("a command line without a subcommand, or with an unknown one, is a usa
 
 TEST_CASE("subcommands that are not built yet say so and exit 69", "[cli]") {
   for (std::vector<const char*> args : std::vector<std::vector<const char*>>{
-           {"serve"}, {"serve", "--port", "9000"}, {"chat"}, {"run"}, {"key", "create"}, {"bench", "model"}}) {
+           {"serve"}, {"serve", "--port", "9000"}, {"chat"}, {"key", "create"}, {"bench", "model"}}) {
     auto r = run_cli(args);
     INFO(args.front());
     CHECK(r.code == hippo::cli::kExitUnavailable);
@@ -53,6 +53,15 @@ TEST_CASE("subcommands that are not built yet say so and exit 69", "[cli]") {
   }
   auto serve = run_cli({"serve"});
   CHECK(serve.err == "hippo: hippo serve: not built yet (WebSocket agent server, issue #7)\n");
+}
+
+TEST_CASE("run needs a model and a prompt", "[cli]") {
+  CHECK(run_cli({"run"}).code == hippo::cli::kExitUsage);
+  auto no_prompt = run_cli({"run", "--model", "/nonexistent"});
+  CHECK(no_prompt.code == hippo::cli::kExitUsage);
+  CHECK_THAT(no_prompt.err, Catch::Contains("give --prompt or --prompt-file"));
+  auto missing = run_cli({"run", "--model", "/nonexistent", "--prompt", "hi"});
+  CHECK(missing.code == hippo::cli::kExitFailure);
 }
 
 TEST_CASE("bench machine measures and reports as JSON", "[cli]") {

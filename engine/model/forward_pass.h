@@ -1,0 +1,77 @@
+// ForwardPass: one step of the text model over a batch of sessions (model.h). Rows are the requests'
+// tokens back to back; projections run over all rows at once, attention, compressors and indexers per
+// session. Internal to engine/model.
+#pragma once
+
+#include "engine/model/model.h"
+
+#include <cstdint>
+#include <span>
+#include <vector>
+
+namespace hippo::engine {
+
+class ForwardPass {
+ public:
+  struct Segment {
+    SessionState* state = nullptr;
+    std::span<const int32_t> tokens;
+    std::vector<float>* all_logits = nullptr;
+    int64_t row0 = 0;  // first row of the batch
+    int64_t pos0 = 0;  // position of its first token
+  };
+
+  // kEncoder runs the layers below the candidate source and that layer's compressor and index keys
+  // only (the encoder part of the prefill plan); the upper layers' rings and the logits stay as
+  // they were.
+  enum class Depth { kFull, kEncoder };
+
+  ForwardPass(const Model& model, std::vector<Segment> segments, Depth depth);
+  ~ForwardPass();
+  void run();
+
+ private:
+  // What the layers of one forward share per session: the current KV group's decoded compressed
+  // entries and index keys, the latest top-k selection and the candidate blocks (per row).
+  struct Shared {
+    int64_t n_entries = 0;
+    std::vector<float> kv;     // [n_entries, head_dim]
+    std::vector<float> index;  // [n_entries, index_head_dim]
+    bool has_selection = false;
+    std::vector<std::vector<int32_t>> selection;   // per row: attended compressed entries, ascending
+    bool has_candidates = false;
+    std::vector<std::vector<uint64_t>> candidates;  // per row: bitset over candidate blocks
+  };
+
+  void linear(const float* x, int64_t m, const kernels::WeightView& w, float* y);
+  void engram_hashes();
+  void embed();
+  void layer(const LayerWeights& lw);
+  void engram(const LayerWeights& lw);
+  void hc_mixes(const kernels::WeightView& fn, const std::vector<float>& base, const std::vector<float>& scale,
+                std::vector<float>& pre, std::vector<float>& post, std::vector<float>& comb);
+  void collapse(const std::vector<float>& pre, const std::vector<float>& norm, std::vector<float>& out);
+  void expand(const std::vector<float>& sub, const std::vector<float>& post, const std::vector<float>& comb);
+  void attention(const LayerWeights& lw, const std::vector<float>& u, std::vector<float>& out);
+  void compress(const LayerWeights& lw, const std::vector<float>& u);
+  void index(const LayerWeights& lw, const std::vector<float>& u, const std::vector<float>& q_residual);
+  void attend(const LayerWeights& lw, const std::vector<float>& q, const std::vector<float>& window_kv,
+              std::vector<float>& out);
+  void moe(const LayerWeights& lw, const std::vector<float>& v, std::vector<float>& out);
+  void head();
+  void commit_tokens();
+
+  const Model& model_;
+  const TextConfig& t_;
+  std::vector<Segment> segments_;
+  Depth depth_;
+  int64_t rows_ = 0;
+  std::vector<int64_t> positions_;  // per row
+  std::vector<int64_t> segment_of_;  // per row
+  std::vector<int64_t> engram_rows_;  // [rows, engram layers, columns]
+  std::vector<float> streams_;       // [rows, hc, d]
+  std::vector<float> pre_mix_;       // [rows, hc]: the collapse weights for the next site
+  std::vector<Shared> shared_;       // per segment
+};
+
+}  // namespace hippo::engine

@@ -1,0 +1,134 @@
+#include "engine/model/kv_formats.h"
+
+#include "kernels/ref/numeric_formats.h"
+
+#include <algorithm>
+#include <bit>
+#include <cmath>
+
+namespace hippo::engine {
+namespace {
+
+using kernels::ref::e2m1_to_f32;
+using kernels::ref::e4m3fn_to_f32;
+using kernels::ref::e8m0_to_f32;
+using kernels::ref::f32_to_e4m3fn;
+
+constexpr float kFp8Max = 448.0f;
+constexpr float kFp4Max = 6.0f;
+
+float block_amax(const float* x, int64_t n) {
+  float amax = 0.0f;
+  for (int64_t i = 0; i < n; ++i) amax = std::max(amax, std::fabs(x[i]));
+  return amax;
+}
+
+// The UE8M0 byte of 2^ceil(log2(t)) for t > 0, from t's bits as the reference computes it: the
+// exponent field minus 127, plus one if any mantissa bit is set.
+std::uint8_t pow2_ceil_e8m0(float t) {
+  const std::uint32_t bits = std::bit_cast<std::uint32_t>(t);
+  const int exponent = static_cast<int>((bits >> 23) & 0xFF) - 127 + ((bits & 0x7FFFFF) != 0 ? 1 : 0);
+  return static_cast<std::uint8_t>(exponent + 127);
+}
+
+// Round-to-nearest-even onto the E2M1 magnitude grid {0, .5, 1, 1.5, 2, 3, 4, 6} of a value already
+// clamped to ±6; the sign goes to bit 3 (also for -0).
+std::uint8_t e2m1_code(float q) {
+  // Ties at the boundaries between an even and an odd code go to the even code.
+  static constexpr float kBoundaries[7] = {0.25f, 0.75f, 1.25f, 1.75f, 2.5f, 3.5f, 5.0f};
+  const float magnitude = std::fabs(q);
+  std::uint8_t code = 0;
+  for (int i = 0; i < 7; ++i) {
+    const bool tie_goes_up = (i % 2) == 1;  // boundary between code i (odd when i is odd) and i + 1
+    if (tie_goes_up ? magnitude >= kBoundaries[i] : magnitude > kBoundaries[i]) ++code;
+  }
+  return static_cast<std::uint8_t>(code | (std::signbit(q) ? 0x8 : 0x0));
+}
+
+void put_nibble(std::uint8_t* packed, int64_t i, std::uint8_t code) {
+  if (i % 2 == 0)
+    packed[i / 2] = code;
+  else
+    packed[i / 2] = static_cast<std::uint8_t>(packed[i / 2] | (code << 4));
+}
+
+std::uint8_t get_nibble(const std::uint8_t* packed, int64_t i) {
+  return (i % 2 == 0) ? (packed[i / 2] & 0xF) : (packed[i / 2] >> 4);
+}
+
+// FP4 with power-of-two scales per 32: writes codes and scale bytes.
+void encode_fp4_ue8m0(const float* x, int64_t dim, std::uint8_t* codes, std::uint8_t* scales) {
+  for (int64_t b = 0; b < dim / kIndexScaleBlock; ++b) {
+    const float* block = x + b * kIndexScaleBlock;
+    const float amax = std::max(block_amax(block, kIndexScaleBlock), kFp4Max * 0x1p-126f);
+    const std::uint8_t scale_byte = pow2_ceil_e8m0(amax * (1.0f / kFp4Max));
+    const float scale = e8m0_to_f32(scale_byte);
+    scales[b] = scale_byte;
+    for (int64_t i = 0; i < kIndexScaleBlock; ++i) {
+      const float q = std::clamp(block[i] / scale, -kFp4Max, kFp4Max);
+      put_nibble(codes, b * kIndexScaleBlock + i, e2m1_code(q));
+    }
+  }
+}
+
+}  // namespace
+
+void encode_window_entry(const float* x, int64_t dim, std::uint8_t* out) {
+  std::uint8_t* scales = out + dim;
+  for (int64_t b = 0; b < dim / kWindowScaleBlock; ++b) {
+    const float* block = x + b * kWindowScaleBlock;
+    const float amax = std::max(block_amax(block, kWindowScaleBlock), 1e-4f);
+    const std::uint8_t scale_byte = pow2_ceil_e8m0(amax * (1.0f / kFp8Max));
+    const float scale = e8m0_to_f32(scale_byte);
+    scales[b] = scale_byte;
+    for (int64_t i = 0; i < kWindowScaleBlock; ++i) {
+      out[b * kWindowScaleBlock + i] = f32_to_e4m3fn(std::clamp(block[i] / scale, -kFp8Max, kFp8Max));
+    }
+  }
+}
+
+void decode_window_entry(const std::uint8_t* in, int64_t dim, float* x) {
+  const std::uint8_t* scales = in + dim;
+  for (int64_t i = 0; i < dim; ++i) x[i] = e4m3fn_to_f32(in[i]) * e8m0_to_f32(scales[i / kWindowScaleBlock]);
+}
+
+void encode_compressed_entry(const float* x, int64_t dim, std::uint8_t* out) {
+  std::uint8_t* scales = out + dim / 2;
+  for (int64_t b = 0; b < dim / kCompressedScaleBlock; ++b) {
+    const float* block = x + b * kCompressedScaleBlock;
+    const float amax = std::max(block_amax(block, kCompressedScaleBlock), kFp4Max * 0x1p-9f);
+    const std::uint8_t scale_byte = f32_to_e4m3fn(amax / kFp4Max);
+    const float scale = e4m3fn_to_f32(scale_byte);
+    scales[b] = scale_byte;
+    for (int64_t i = 0; i < kCompressedScaleBlock; ++i) {
+      const float q = std::clamp(block[i] / scale, -kFp4Max, kFp4Max);
+      put_nibble(out, b * kCompressedScaleBlock + i, e2m1_code(q));
+    }
+  }
+}
+
+void decode_compressed_entry(const std::uint8_t* in, int64_t dim, float* x) {
+  const std::uint8_t* scales = in + dim / 2;
+  for (int64_t i = 0; i < dim; ++i) {
+    x[i] = e2m1_to_f32(get_nibble(in, i)) * e4m3fn_to_f32(scales[i / kCompressedScaleBlock]);
+  }
+}
+
+void encode_index_entry(const float* x, int64_t dim, std::uint8_t* out) {
+  encode_fp4_ue8m0(x, dim, out, out + dim / 2);
+}
+
+void decode_index_entry(const std::uint8_t* in, int64_t dim, float* x) {
+  const std::uint8_t* scales = in + dim / 2;
+  for (int64_t i = 0; i < dim; ++i) x[i] = e2m1_to_f32(get_nibble(in, i)) * e8m0_to_f32(scales[i / kIndexScaleBlock]);
+}
+
+void fp4_ue8m0_round_trip(float* x, int64_t dim) {
+  std::uint8_t buffer[1024];
+  std::uint8_t* codes = buffer;
+  std::uint8_t* scales = buffer + dim / 2;
+  encode_fp4_ue8m0(x, dim, codes, scales);
+  decode_index_entry(buffer, dim, x);
+}
+
+}  // namespace hippo::engine

@@ -1,0 +1,135 @@
+#include "engine/model/model.h"
+
+#include "engine/model/engram_hashing.h"
+#include "engine/model/forward_pass.h"
+
+#include <fmt/format.h>
+
+#include <algorithm>
+#include <set>
+
+namespace hippo::engine {
+namespace {
+
+// The shapes the storage formats and the QAT round trips need (the reference leaves a dimension it
+// cannot block unquantised; hippo refuses such a config instead of storing floats).
+Status check_supported(const TextConfig& t) {
+  auto require = [](bool ok, std::string_view what) -> Status {
+    if (ok) return Status::ok_status();
+    return Status(ErrorCode::kFailedPrecondition, fmt::format("config.json: text_config: {}: not supported by hippo's engine", what));
+  };
+  HIPPO_RETURN_IF_ERROR(require(t.head_dim % 32 == 0, "head_dim must be a multiple of 32 (FP8 window blocks)"));
+  HIPPO_RETURN_IF_ERROR(require(t.index_head_dim % 32 == 0 && t.index_head_dim <= 1024,
+                                "index_head_dim must be a multiple of 32, at most 1024 (FP4 index blocks)"));
+  HIPPO_RETURN_IF_ERROR(require(t.qk_rope_head_dim % 2 == 0 && t.qk_rope_head_dim <= t.index_head_dim,
+                                "qk_rope_head_dim must be even and fit the index keys"));
+  for (int64_t layer : t.kv_source_layer_ids) {
+    const bool indexes = std::find(t.index_source_layer_ids.begin(), t.index_source_layer_ids.end(), layer) !=
+                         t.index_source_layer_ids.end();
+    HIPPO_RETURN_IF_ERROR(require(indexes, "every KV source must also be an index source"));
+  }
+  for (int64_t ratio : t.compress_ratios) HIPPO_RETURN_IF_ERROR(require(ratio <= 64, "compress ratios above 64"));
+  return Status::ok_status();
+}
+
+}  // namespace
+
+Model::Model(Checkpoint checkpoint, int n_threads)
+    : checkpoint_(std::move(checkpoint)),
+      weights_(bind_model_weights(checkpoint_)),
+      main_rope_(Rope::main(checkpoint_.config().text_config)),
+      compress_rope_(Rope::compress(checkpoint_.config().text_config)),
+      pool_(std::make_unique<kernels::cpu::ThreadPool>(n_threads)) {}
+
+Model::~Model() = default;
+
+Result<std::unique_ptr<Model>> Model::load(const std::string& dir, const ModelOptions& options) {
+  HIPPO_ASSIGN_OR_RETURN(Checkpoint checkpoint, load_checkpoint(dir));
+  HIPPO_RETURN_IF_ERROR(check_supported(checkpoint.config().text_config).with_context(dir));
+  std::unique_ptr<Model> model(new Model(std::move(checkpoint), options.n_threads));
+  if (!model->text().engram_layer_ids.empty()) {
+    const std::string tokenizer_dir = options.tokenizer_dir.empty() ? dir : options.tokenizer_dir;
+    HIPPO_ASSIGN_OR_RETURN(model->engram_, EngramHashing::create(model->text(), tokenizer_dir));
+  }
+  return model;
+}
+
+Status Model::forward(std::span<ForwardRequest> batch) {
+  std::vector<ForwardPass::Segment> segments;
+  std::set<const SessionState*> seen;
+  for (const ForwardRequest& request : batch) {
+    if (request.state == nullptr || request.tokens.empty()) {
+      return Status(ErrorCode::kInvalidArgument, "forward: every request needs a session and at least one token");
+    }
+    if (!seen.insert(request.state).second) {
+      return Status(ErrorCode::kInvalidArgument, "forward: a session appears twice in one batch");
+    }
+    for (int32_t token : request.tokens) {
+      if (token < 0 || token >= text().vocab_size) {
+        return Status(ErrorCode::kInvalidArgument,
+                      fmt::format("forward: token id {} is outside the vocabulary [0, {})", token, text().vocab_size));
+      }
+    }
+    if (request.state->n_tokens() + static_cast<int64_t>(request.tokens.size()) > text().max_position_embeddings) {
+      return Status(ErrorCode::kResourceExhausted,
+                    fmt::format("forward: {} tokens would exceed the model's context of {}",
+                                request.state->n_tokens() + static_cast<int64_t>(request.tokens.size()),
+                                text().max_position_embeddings));
+    }
+    ForwardPass::Segment segment;
+    segment.state = request.state;
+    segment.tokens = request.tokens;
+    segment.all_logits = request.all_logits;
+    segments.push_back(segment);
+  }
+  if (segments.empty()) return Status::ok_status();
+  ForwardPass(*this, std::move(segments), ForwardPass::Depth::kFull).run();
+  return Status::ok_status();
+}
+
+Status Model::forward(SessionState& state, std::span<const int32_t> tokens, std::vector<float>* all_logits) {
+  ForwardRequest request;
+  request.state = &state;
+  request.tokens = tokens;
+  request.all_logits = all_logits;
+  return forward(std::span<ForwardRequest>(&request, 1));
+}
+
+Status Model::prefill(SessionState& state, std::span<const int32_t> tokens, const PrefillOptions& options) {
+  if (options.chunk_tokens <= 0) return Status(ErrorCode::kInvalidArgument, "prefill: chunk_tokens must be positive");
+  const TextConfig& t = text();
+  const int64_t total = static_cast<int64_t>(tokens.size());
+  // The layers from the candidate source upward must see the tail that rebuilds their windows: the
+  // last layer its own window, every layer below it window - 1 more tokens (docs/engine.md).
+  int64_t encoder_tokens = 0;
+  if (options.encoder_decoder_plan && t.candidate_source_layer_id >= 0) {
+    const int64_t upper_layers = t.num_hidden_layers - t.candidate_source_layer_id;
+    const int64_t tail = t.sliding_window + (upper_layers - 1) * (t.sliding_window - 1);
+    encoder_tokens = std::max<int64_t>(0, total - tail);
+  }
+  int64_t done = 0;
+  while (done < total) {
+    const bool encoder = done < encoder_tokens;
+    const int64_t end = std::min(done + options.chunk_tokens, encoder ? encoder_tokens : total);
+    const std::span<const int32_t> chunk = tokens.subspan(static_cast<size_t>(done), static_cast<size_t>(end - done));
+    if (encoder) {
+      for (int32_t token : chunk) {
+        if (token < 0 || token >= t.vocab_size) {
+          return Status(ErrorCode::kInvalidArgument,
+                        fmt::format("prefill: token id {} is outside the vocabulary [0, {})", token, t.vocab_size));
+        }
+      }
+      ForwardPass::Segment segment;
+      segment.state = &state;
+      segment.tokens = chunk;
+      ForwardPass(*this, {segment}, ForwardPass::Depth::kEncoder).run();
+    } else {
+      HIPPO_RETURN_IF_ERROR(forward(state, chunk));
+    }
+    done = end;
+    if (options.progress) options.progress(done, total);
+  }
+  return Status::ok_status();
+}
+
+}  // namespace hippo::engine

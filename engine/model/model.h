@@ -1,0 +1,88 @@
+// Model: the DeepSeek-V4.1 text model on the CPU, behind the narrow API the agents layer uses. It
+// owns the memory-mapped checkpoint, the weight views, the Engram token map and a thread pool; the
+// per-session memory lives in SessionState, which the caller owns.
+//
+//   forward()  one step for many sessions at once: each request appends its tokens to its session
+//              (a prefill chunk of any size or one decode token) and leaves the next-token logits in
+//              the state. Every row is computed independently of the others, so a batch equals each
+//              session alone and a chunked prefill equals a one-shot one, bit for bit.
+//   prefill()  a long prompt through the encoder/decoder plan (product.md §6): the layers below the
+//              candidate source (plus its compressor and index keys) see every token, the layers
+//              from it upward only the tail that fills their windows. Same state and next-token
+//              logits as forward() on every token.
+//
+// Numerics follow the reference (docs/reference-model.md): fp32 activations, dequantised weights,
+// the QAT round trips of window KV, compressed KV and index keys/queries, top-k ties broken by the
+// lower index.
+#pragma once
+
+#include "base/status.h"
+#include "engine/model/model_weights.h"
+#include "engine/model/rope.h"
+#include "engine/model/session_state.h"
+#include "engine/weights/checkpoint.h"
+#include "kernels/cpu/thread_pool.h"
+
+#include <cstdint>
+#include <functional>
+#include <memory>
+#include <span>
+#include <string>
+#include <vector>
+
+namespace hippo::engine {
+
+class EngramHashing;
+
+struct ModelOptions {
+  int n_threads = 0;              // 0: one per logical CPU
+  std::string tokenizer_dir;      // where tokenizer.json is; empty: the checkpoint directory
+};
+
+struct ForwardRequest {
+  SessionState* state = nullptr;
+  std::span<const int32_t> tokens;
+  // When set, receives the logits after every token of the request, [tokens, vocab].
+  std::vector<float>* all_logits = nullptr;
+};
+
+// Called with (tokens done, tokens total) as a prefill advances.
+using PrefillProgress = std::function<void(int64_t, int64_t)>;
+
+struct PrefillOptions {
+  int64_t chunk_tokens = 2048;  // tokens per forward step
+  bool encoder_decoder_plan = true;
+  PrefillProgress progress;
+};
+
+class Model {
+ public:
+  static Result<std::unique_ptr<Model>> load(const std::string& dir, const ModelOptions& options = {});
+  ~Model();
+
+  const ModelConfig& config() const { return checkpoint_.config(); }
+  const TextConfig& text() const { return checkpoint_.config().text_config; }
+  const Checkpoint& checkpoint() const { return checkpoint_; }
+  int n_threads() const { return pool_->size(); }
+
+  SessionState new_session() const { return SessionState(text()); }
+
+  // Token ids must be in [0, vocab); a request with no tokens is an error.
+  Status forward(std::span<ForwardRequest> batch);
+  Status forward(SessionState& state, std::span<const int32_t> tokens, std::vector<float>* all_logits = nullptr);
+
+  Status prefill(SessionState& state, std::span<const int32_t> tokens, const PrefillOptions& options = {});
+
+ private:
+  friend class ForwardPass;
+  Model(Checkpoint checkpoint, int n_threads);
+
+  Checkpoint checkpoint_;
+  ModelWeights weights_;
+  Rope main_rope_;
+  Rope compress_rope_;
+  std::unique_ptr<EngramHashing> engram_;
+  std::unique_ptr<kernels::cpu::ThreadPool> pool_;
+};
+
+}  // namespace hippo::engine

@@ -1,0 +1,72 @@
+// The weights of the text model as the forward pass reads them: kernel views into the memory-mapped
+// checkpoint (nothing large is copied) plus small float vectors for norms, sinks and router biases.
+// Built once per loaded checkpoint; plain and quantised layouts give the same logical values.
+#pragma once
+
+#include "engine/config/layer_schedule.h"
+#include "engine/weights/checkpoint.h"
+#include "kernels/weight_view.h"
+
+#include <cstdint>
+#include <string>
+#include <vector>
+
+namespace hippo::engine {
+
+struct ExpertWeights {
+  kernels::WeightView w1;  // gate
+  kernels::WeightView w2;  // down
+  kernels::WeightView w3;  // up
+};
+
+struct EngramWeights {
+  TensorView table;                  // rows [n, head_dim]: F8_E4M3 (with scales) or BF16
+  TensorView table_scales;           // F8_E8M0 [n, head_dim / 32]; empty in the plain layout
+  kernels::WeightView wkv;           // [(hc + 1) d, (max_ngram - 1) heads head_dim]: keys, then the value
+  std::vector<float> gate_weight;    // q_weight * k_weight [hc, d] (only ever used as a product)
+};
+
+struct LayerWeights {
+  LayerRole role;
+  // mHC: fn as a linear [mix, hc d] (F32), base [mix], scale [3]
+  kernels::WeightView hc_attn_fn, hc_ffn_fn;
+  std::vector<float> hc_attn_base, hc_attn_scale, hc_ffn_base, hc_ffn_scale;
+  std::vector<float> attn_norm, ffn_norm;
+
+  kernels::WeightView wq_a, wq_b, wkv, wo_a, wo_b;
+  std::vector<float> q_norm, kv_norm, attn_sink;
+
+  // KV writers only
+  kernels::WeightView compressor_wkv, compressor_wgate;  // wgate: ratio > 1 only
+  std::vector<float> compressor_norm;
+  kernels::WeightView index_wk;
+  std::vector<float> index_k_norm;
+  // index sources only
+  kernels::WeightView index_wq_b, index_weights_proj;
+
+  kernels::WeightView router;
+  std::vector<float> router_bias, router_bias_vl;
+  std::vector<ExpertWeights> experts;
+  ExpertWeights shared_expert;
+  bool has_shared_expert = false;
+
+  bool has_engram = false;
+  EngramWeights engram;
+};
+
+struct ModelWeights {
+  TensorView embed;  // BF16 [vocab, d]
+  std::vector<LayerWeights> layers;
+  std::vector<float> final_norm;
+  kernels::WeightView head;
+};
+
+// The checkpoint must outlive the result (views point into its mappings).
+ModelWeights bind_model_weights(const Checkpoint& checkpoint);
+
+// Rows [first, first + count) of a linear's weight as a view of their own (the grouped output
+// projection uses one per group). FP8 blocks must not be cut: first and count are multiples of the
+// block (checked).
+kernels::WeightView weight_rows(const kernels::WeightView& view, int64_t first, int64_t count);
+
+}  // namespace hippo::engine

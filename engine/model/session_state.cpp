@@ -1,0 +1,218 @@
+// The frontier blob: a fixed header that names the shape it was written for, then the rings, the
+// writers' entry counts and pending rows, the Engram look-back, the logits. Little-endian, packed.
+#include "engine/model/session_state.h"
+
+#include "engine/config/layer_schedule.h"
+#include "engine/model/kv_formats.h"
+
+#include <fmt/format.h>
+
+#include <cstring>
+
+namespace hippo::engine {
+namespace {
+
+constexpr std::uint32_t kFrontierMagic = 0x54535048;  // "HPST"
+constexpr std::uint32_t kFrontierVersion = 1;
+
+class ByteWriter {
+ public:
+  template <typename T>
+  void put(const T& value) {
+    const auto* p = reinterpret_cast<const std::byte*>(&value);
+    bytes_.insert(bytes_.end(), p, p + sizeof(T));
+  }
+  template <typename T>
+  void put_array(const std::vector<T>& values) {
+    const auto* p = reinterpret_cast<const std::byte*>(values.data());
+    bytes_.insert(bytes_.end(), p, p + values.size() * sizeof(T));
+  }
+  std::vector<std::byte> take() { return std::move(bytes_); }
+
+ private:
+  std::vector<std::byte> bytes_;
+};
+
+class ByteReader {
+ public:
+  explicit ByteReader(std::span<const std::byte> bytes) : bytes_(bytes) {}
+  template <typename T>
+  bool get(T& value) {
+    if (bytes_.size() - offset_ < sizeof(T)) return false;
+    std::memcpy(&value, bytes_.data() + offset_, sizeof(T));
+    offset_ += sizeof(T);
+    return true;
+  }
+  template <typename T>
+  bool get_array(std::vector<T>& values, size_t count) {
+    if ((bytes_.size() - offset_) / sizeof(T) < count) return false;
+    values.resize(count);
+    std::memcpy(values.data(), bytes_.data() + offset_, count * sizeof(T));
+    offset_ += count * sizeof(T);
+    return true;
+  }
+  bool at_end() const { return offset_ == bytes_.size(); }
+
+ private:
+  std::span<const std::byte> bytes_;
+  size_t offset_ = 0;
+};
+
+template <typename T>
+std::span<const std::byte> as_bytes_of(const std::vector<T>& v) {
+  return std::as_bytes(std::span<const T>(v));
+}
+
+}  // namespace
+
+SessionState::SessionState(const TextConfig& text)
+    : n_layers_(text.num_hidden_layers),
+      window_(text.sliding_window),
+      head_dim_(text.head_dim),
+      index_head_dim_(text.index_head_dim),
+      vocab_(text.vocab_size),
+      lookback_(text.engram_layer_ids.empty() ? 0 : text.engram_max_ngram_size - 1) {
+  rings_.assign(static_cast<size_t>(n_layers_),
+                std::vector<std::uint8_t>(static_cast<size_t>(window_ * window_entry_bytes(head_dim_))));
+  for (const LayerRole& role : layer_schedule(text)) {
+    if (!role.writes_kv) continue;
+    Writer writer;
+    writer.layer = role.layer;
+    writer.ratio = role.compress_ratio;
+    writers_.push_back(std::move(writer));
+  }
+  engram_lookback_.assign(static_cast<size_t>(lookback_), kEngramDead);
+}
+
+uint64_t SessionState::memory_bytes() const {
+  uint64_t total = 0;
+  for (const auto& ring : rings_) total += ring.size();
+  for (const Writer& w : writers_) {
+    total += w.kv.size() + w.index.size() + (w.pending_kv.size() + w.pending_gate.size()) * sizeof(float);
+  }
+  return total + next_logits_.size() * sizeof(float) + token_ids_.size() * sizeof(int32_t) +
+         engram_lookback_.size() * sizeof(int32_t);
+}
+
+std::vector<std::byte> SessionState::frontier() const {
+  ByteWriter out;
+  out.put(kFrontierMagic);
+  out.put(kFrontierVersion);
+  for (int64_t v : {n_layers_, window_, head_dim_, index_head_dim_, vocab_, lookback_,
+                    static_cast<int64_t>(writers_.size()), n_tokens()}) {
+    out.put(v);
+  }
+  for (const auto& ring : rings_) out.put_array(ring);
+  for (const Writer& w : writers_) {
+    out.put(w.layer);
+    out.put(static_cast<int64_t>(w.kv.size() / static_cast<size_t>(compressed_entry_bytes(head_dim_))));
+    out.put(static_cast<int64_t>(w.pending_kv.size() / static_cast<size_t>(head_dim_)));
+    out.put_array(w.pending_kv);
+    out.put_array(w.pending_gate);
+  }
+  out.put_array(engram_lookback_);
+  out.put(static_cast<int64_t>(next_logits_.size()));
+  out.put_array(next_logits_);
+  return out.take();
+}
+
+std::vector<StateStream> SessionState::streams() const {
+  std::vector<StateStream> out;
+  for (const Writer& w : writers_) {
+    out.push_back({fmt::format("kv.layer{}", w.layer), static_cast<size_t>(compressed_entry_bytes(head_dim_)),
+                   as_bytes_of(w.kv)});
+    out.push_back({fmt::format("index.layer{}", w.layer),
+                   static_cast<size_t>(index_entry_bytes(index_head_dim_)), as_bytes_of(w.index)});
+  }
+  out.push_back({"token_ids", sizeof(int32_t), as_bytes_of(token_ids_)});
+  return out;
+}
+
+Result<SessionState> SessionState::restore(const TextConfig& text, std::span<const std::byte> frontier,
+                                           std::span<const StateStreamBytes> streams) {
+  SessionState state(text);
+  ByteReader in(frontier);
+  auto corrupt = [](std::string_view what) {
+    return Status(ErrorCode::kCorrupt, fmt::format("session state frontier: {}", what));
+  };
+  std::uint32_t magic = 0, version = 0;
+  if (!in.get(magic) || magic != kFrontierMagic) return corrupt("not a hippo session state (bad magic)");
+  if (!in.get(version) || version != kFrontierVersion) return corrupt(fmt::format("unsupported version {}", version));
+  int64_t shape[8];
+  for (int64_t& v : shape) {
+    if (!in.get(v)) return corrupt("truncated header");
+  }
+  const int64_t expected[7] = {state.n_layers_, state.window_, state.head_dim_, state.index_head_dim_,
+                               state.vocab_, state.lookback_, static_cast<int64_t>(state.writers_.size())};
+  for (int i = 0; i < 7; ++i) {
+    if (shape[i] != expected[i]) {
+      return Status(ErrorCode::kFailedPrecondition,
+          "session state belongs to a model of another shape (layers, window, head_dim, index_head_dim, vocab, "
+          "look-back or KV writers differ); it cannot be restored into this model");
+    }
+  }
+  const int64_t n_tokens = shape[7];
+  for (auto& ring : state.rings_) {
+    if (!in.get_array(ring, ring.size())) return corrupt("truncated window rings");
+  }
+  for (Writer& w : state.writers_) {
+    int64_t layer = 0, n_entries = 0, n_pending = 0;
+    if (!in.get(layer) || !in.get(n_entries) || !in.get(n_pending)) return corrupt("truncated writer header");
+    if (layer != w.layer) return corrupt(fmt::format("writer layer {} where {} was expected", layer, w.layer));
+    const int64_t max_pending = w.ratio > 1 ? w.ratio - 1 : 0;
+    if (n_entries < 0 || n_pending < 0 || n_pending > max_pending ||
+        (w.ratio > 0 && n_entries * w.ratio + n_pending != n_tokens)) {
+      return corrupt(fmt::format("layer {}: {} entries and {} pending rows do not make {} tokens", layer, n_entries,
+                                 n_pending, n_tokens));
+    }
+    if (!in.get_array(w.pending_kv, static_cast<size_t>(n_pending * state.head_dim_)) ||
+        !in.get_array(w.pending_gate, static_cast<size_t>(n_pending * state.head_dim_))) {
+      return corrupt("truncated pending rows");
+    }
+    auto find_stream = [&](const std::string& name) -> const StateStreamBytes* {
+      for (const StateStreamBytes& s : streams) {
+        if (s.name == name) return &s;
+      }
+      return nullptr;
+    };
+    const std::string kv_name = fmt::format("kv.layer{}", layer);
+    const std::string index_name = fmt::format("index.layer{}", layer);
+    const StateStreamBytes* kv = find_stream(kv_name);
+    const StateStreamBytes* index = find_stream(index_name);
+    if (kv == nullptr || index == nullptr) {
+      return Status(ErrorCode::kCorrupt, fmt::format("session state: stream {} missing", kv == nullptr ? kv_name : index_name));
+    }
+    const size_t kv_bytes = static_cast<size_t>(n_entries * compressed_entry_bytes(state.head_dim_));
+    const size_t index_bytes = static_cast<size_t>(n_entries * index_entry_bytes(state.index_head_dim_));
+    if (kv->bytes.size() != kv_bytes || index->bytes.size() != index_bytes) {
+      return Status(ErrorCode::kCorrupt, fmt::format(
+          "session state: streams of layer {} hold {} and {} bytes; {} entries need {} and {}", layer,
+          kv->bytes.size(), index->bytes.size(), n_entries, kv_bytes, index_bytes));
+    }
+    const auto* kv_begin = reinterpret_cast<const std::uint8_t*>(kv->bytes.data());
+    const auto* index_begin = reinterpret_cast<const std::uint8_t*>(index->bytes.data());
+    w.kv.assign(kv_begin, kv_begin + kv_bytes);
+    w.index.assign(index_begin, index_begin + index_bytes);
+  }
+  if (!in.get_array(state.engram_lookback_, static_cast<size_t>(state.lookback_))) return corrupt("truncated look-back");
+  int64_t n_logits = 0;
+  if (!in.get(n_logits) || (n_logits != 0 && n_logits != state.vocab_)) return corrupt("bad logits length");
+  if (!in.get_array(state.next_logits_, static_cast<size_t>(n_logits))) return corrupt("truncated logits");
+  if (!in.at_end()) return corrupt("trailing bytes");
+
+  const StateStreamBytes* tokens = nullptr;
+  for (const StateStreamBytes& s : streams) {
+    if (s.name == "token_ids") tokens = &s;
+  }
+  if (tokens == nullptr) return Status(ErrorCode::kCorrupt, "session state: stream token_ids missing");
+  if (tokens->bytes.size() != static_cast<size_t>(n_tokens) * sizeof(int32_t)) {
+    return Status(ErrorCode::kCorrupt, fmt::format("session state: token_ids holds {} bytes; {} tokens need {}",
+                                                tokens->bytes.size(), n_tokens, n_tokens * 4));
+  }
+  state.token_ids_.resize(static_cast<size_t>(n_tokens));
+  std::memcpy(state.token_ids_.data(), tokens->bytes.data(), tokens->bytes.size());
+  if ((n_tokens == 0) != (n_logits == 0)) return corrupt("logits present without tokens, or missing");
+  return state;
+}
+
+}  // namespace hippo::engine

@@ -1,0 +1,98 @@
+// SessionState: everything the model remembers about one session, in its storage layout
+// (product.md §5): the in-memory bytes are what a snapshot stores, and restore copies them back.
+//
+//   window rings     per trunk layer, the last `sliding_window` window-KV entries (FP8 E4M3 + UE8M0
+//                    per 32); the entry of position p sits in slot p mod sliding_window.     frontier
+//   compressed KV    per KV-writer layer, one FP4 entry per complete group.        stream kv.layerL
+//   index keys       per KV-writer layer, one FP4 index key per complete group.    stream index.layerL
+//   pending rows     per ratio>1 writer, the projected rows (kv, gate) of the incomplete group.
+//                                                                                          frontier
+//   Engram look-back the compressed ids of the last max_ngram_size - 1 tokens.              frontier
+//   next-token logits after the last token (empty before the first).                        frontier
+//   token ids        every token the session has seen.                             stream token_ids
+//
+// The model (model.h) is the only writer; everyone else reads, serialises and restores.
+#pragma once
+
+#include "base/status.h"
+#include "engine/config/model_config.h"
+
+#include <cstddef>
+#include <cstdint>
+#include <span>
+#include <string>
+#include <vector>
+
+namespace hippo::engine {
+
+// An Engram look-back slot with no token: before the sequence start (or an image span, later).
+inline constexpr int32_t kEngramDead = -1;
+
+// A named append-only stream of fixed-size entries, as the storage layer takes it.
+struct StateStream {
+  std::string name;
+  size_t entry_bytes = 0;
+  std::span<const std::byte> bytes;
+};
+
+// Where restore() reads one stream from.
+struct StateStreamBytes {
+  std::string name;
+  std::span<const std::byte> bytes;
+};
+
+class SessionState {
+ public:
+  // An empty session for a model of this configuration.
+  explicit SessionState(const TextConfig& text);
+
+  int64_t n_tokens() const { return static_cast<int64_t>(token_ids_.size()); }
+  const std::vector<int32_t>& token_ids() const { return token_ids_; }
+  // The logits for the token after the last one; empty before any token.
+  const std::vector<float>& next_logits() const { return next_logits_; }
+
+  // Bytes held: rings, streams, pending rows, logits and token ids.
+  uint64_t memory_bytes() const;
+
+  // The frontier blob and the streams (names "kv.layerL", "index.layerL", "token_ids"). The spans
+  // point into this state and stay valid until it changes.
+  std::vector<std::byte> frontier() const;
+  std::vector<StateStream> streams() const;
+
+  // A state from a frontier and its streams; any inconsistency (another model's shape, a truncated
+  // blob, a stream of the wrong length) is an error, never a crash.
+  static Result<SessionState> restore(const TextConfig& text, std::span<const std::byte> frontier,
+                                      std::span<const StateStreamBytes> streams);
+
+  bool operator==(const SessionState& other) const = default;
+
+ private:
+  friend class Model;
+  friend class ForwardPass;
+
+  struct Writer {
+    int64_t layer = 0;
+    int64_t ratio = 0;
+    std::vector<std::uint8_t> kv;     // n_entries x compressed_entry_bytes(head_dim)
+    std::vector<std::uint8_t> index;  // n_entries x index_entry_bytes(index_head_dim)
+    std::vector<float> pending_kv;    // n_pending x head_dim (ratio > 1)
+    std::vector<float> pending_gate;  // n_pending x head_dim (ratio > 1)
+    bool operator==(const Writer&) const = default;
+  };
+
+  // Shape (from the config; checked on restore).
+  int64_t n_layers_ = 0;
+  int64_t window_ = 0;
+  int64_t head_dim_ = 0;
+  int64_t index_head_dim_ = 0;
+  int64_t vocab_ = 0;
+  int64_t lookback_ = 0;
+
+  std::vector<std::vector<std::uint8_t>> rings_;  // per layer: window_ x window_entry_bytes(head_dim)
+  std::vector<Writer> writers_;
+  std::vector<int32_t> engram_lookback_;          // newest first; kEngramDead where nothing lives
+  std::vector<float> next_logits_;
+  std::vector<int32_t> token_ids_;
+};
+
+}  // namespace hippo::engine

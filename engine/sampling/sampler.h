@@ -1,0 +1,36 @@
+// Choosing the next token from logits: greedy, or sampled with temperature, top-k, top-p and min-p
+// from a seeded generator. The same seed and logits give the same token on every machine (the
+// generator and the uniform draw are specified here, not left to the standard library).
+#pragma once
+
+#include <cstdint>
+#include <random>
+#include <span>
+
+namespace hippo::engine {
+
+struct SamplingParams {
+  double temperature = 0.0;  // 0: greedy (the lowest id among equal maxima)
+  int64_t top_k = 0;         // 0: off
+  double top_p = 1.0;        // 1: off
+  double min_p = 0.0;        // 0: off; keeps tokens with p >= min_p * p_max
+  uint64_t seed = 0;
+};
+
+class Sampler {
+ public:
+  explicit Sampler(const SamplingParams& params) : params_(params), generator_(params.seed) {}
+
+  int32_t next(std::span<const float> logits);
+
+ private:
+  double uniform();  // [0, 1) from the top 53 bits of one draw
+
+  SamplingParams params_;
+  std::mt19937_64 generator_;
+};
+
+// The lowest index among the largest values.
+int32_t argmax(std::span<const float> logits);
+
+}  // namespace hippo::engine

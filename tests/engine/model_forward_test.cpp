@@ -1,0 +1,221 @@
+// The forward pass's exact invariants on the tiny preset (bit-identical, not within a tolerance):
+// chunked prefill at every split equals one-shot, decode after prefill equals one-shot, a batch of
+// sessions equals each alone, serialise -> restore -> continue equals uninterrupted, the
+// encoder/decoder plan equals running every layer, plain and quantised checkpoints agree.
+#include "engine/model/model.h"
+#include "tests/engine/test_paths.h"
+
+#include <catch2/catch.hpp>
+
+#include <cstring>
+#include <numeric>
+
+namespace hippo::engine {
+namespace {
+
+using testing::TempDir;
+
+// One tiny checkpoint for the whole file (writing it takes a while).
+const std::string& tiny_dir(bool quantised) {
+  static TempDir dir;
+  static std::string plain = testing::init_preset(dir, "tiny", false, 1, "plain");
+  static std::string quant = testing::init_preset(dir, "tiny", true, 1, "quantised");
+  return quantised ? quant : plain;
+}
+
+Model& tiny_model(bool quantised = false) {
+  static std::unique_ptr<Model> plain, quant;
+  std::unique_ptr<Model>& slot = quantised ? quant : plain;
+  if (!slot) {
+    ModelOptions options;
+    options.n_threads = 2;
+    auto loaded = Model::load(tiny_dir(quantised), options);
+    INFO(loaded.status().to_string());
+    REQUIRE(loaded.ok());
+    slot = std::move(loaded.value());
+  }
+  return *slot;
+}
+
+// A deterministic prompt long enough to cross windows (tiny: 128), compression groups and
+// candidate blocks.
+std::vector<int32_t> prompt(int64_t n, int32_t salt = 0) {
+  std::vector<int32_t> ids(static_cast<size_t>(n));
+  for (int64_t i = 0; i < n; ++i) ids[static_cast<size_t>(i)] = static_cast<int32_t>((i * 7919 + salt * 104729 + 13) % 120000);
+  return ids;
+}
+
+ForwardRequest request(SessionState* state, std::span<const int32_t> tokens) {
+  ForwardRequest r;
+  r.state = state;
+  r.tokens = tokens;
+  return r;
+}
+
+PrefillOptions prefill_options(int64_t chunk, bool plan, PrefillProgress progress = {}) {
+  PrefillOptions o;
+  o.chunk_tokens = chunk;
+  o.encoder_decoder_plan = plan;
+  o.progress = std::move(progress);
+  return o;
+}
+
+bool same_bits(const std::vector<float>& a, const std::vector<float>& b) {
+  return a.size() == b.size() && std::memcmp(a.data(), b.data(), a.size() * sizeof(float)) == 0;
+}
+
+std::vector<float> row(const std::vector<float>& all, int64_t i, int64_t vocab) {
+  return {all.begin() + i * vocab, all.begin() + (i + 1) * vocab};
+}
+
+TEST_CASE("one-shot prefill gives finite logits at every position", "[model]") {
+  Model& model = tiny_model();
+  SessionState state = model.new_session();
+  const auto ids = prompt(300);
+  std::vector<float> logits;
+  REQUIRE(model.forward(state, ids, &logits).ok());
+  const int64_t vocab = model.text().vocab_size;
+  REQUIRE(logits.size() == ids.size() * static_cast<size_t>(vocab));
+  for (float x : logits) REQUIRE(std::isfinite(x));
+  CHECK(state.n_tokens() == 300);
+  CHECK(same_bits(state.next_logits(), row(logits, 299, vocab)));
+}
+
+TEST_CASE("chunked prefill equals one-shot at every split point", "[model]") {
+  Model& model = tiny_model();
+  const auto ids = prompt(40);
+  const int64_t vocab = model.text().vocab_size;
+  SessionState whole = model.new_session();
+  std::vector<float> expected;
+  REQUIRE(model.forward(whole, ids, &expected).ok());
+  for (size_t split = 1; split < ids.size(); ++split) {
+    SessionState chunked = model.new_session();
+    std::vector<float> first, second;
+    REQUIRE(model.forward(chunked, std::span(ids).first(split), &first).ok());
+    REQUIRE(model.forward(chunked, std::span(ids).subspan(split), &second).ok());
+    first.insert(first.end(), second.begin(), second.end());
+    INFO("split " << split);
+    CHECK(same_bits(first, expected));
+    CHECK(chunked == whole);
+  }
+  (void)vocab;
+}
+
+TEST_CASE("decode token by token equals one-shot logits", "[model]") {
+  Model& model = tiny_model();
+  const auto ids = prompt(200, 1);
+  const int64_t vocab = model.text().vocab_size;
+  SessionState whole = model.new_session();
+  std::vector<float> expected;
+  REQUIRE(model.forward(whole, ids, &expected).ok());
+  SessionState stepped = model.new_session();
+  REQUIRE(model.forward(stepped, std::span(ids).first(150)).ok());
+  for (size_t i = 150; i < ids.size(); ++i) {
+    REQUIRE(model.forward(stepped, std::span(ids).subspan(i, 1)).ok());
+    INFO("position " << i);
+    REQUIRE(same_bits(stepped.next_logits(), row(expected, static_cast<int64_t>(i), vocab)));
+  }
+  CHECK(stepped == whole);
+}
+
+TEST_CASE("a batch of sessions equals each session alone", "[model]") {
+  Model& model = tiny_model();
+  std::vector<std::vector<int32_t>> prompts = {prompt(17, 2), prompt(64, 3), prompt(1, 4), prompt(130, 5)};
+  std::vector<SessionState> alone, batched;
+  for (const auto& p : prompts) {
+    alone.push_back(model.new_session());
+    REQUIRE(model.forward(alone.back(), p).ok());
+    batched.push_back(model.new_session());
+  }
+  std::vector<ForwardRequest> batch;
+  for (size_t i = 0; i < prompts.size(); ++i) batch.push_back(request(&batched[i], prompts[i]));
+  REQUIRE(model.forward(batch).ok());
+  for (size_t i = 0; i < prompts.size(); ++i) CHECK(batched[i] == alone[i]);
+  // Then a decode step for all of them together.
+  const std::vector<int32_t> next = {5, 6, 7, 8};
+  batch.clear();
+  for (size_t i = 0; i < prompts.size(); ++i) {
+    batch.push_back(request(&batched[i], std::span(next).subspan(i, 1)));
+    REQUIRE(model.forward(alone[i], std::span(next).subspan(i, 1)).ok());
+  }
+  REQUIRE(model.forward(batch).ok());
+  for (size_t i = 0; i < prompts.size(); ++i) CHECK(batched[i] == alone[i]);
+}
+
+TEST_CASE("serialise, restore and continue equals uninterrupted", "[model]") {
+  Model& model = tiny_model();
+  const auto ids = prompt(180, 6);
+  SessionState uninterrupted = model.new_session();
+  REQUIRE(model.forward(uninterrupted, ids).ok());
+
+  SessionState first = model.new_session();
+  REQUIRE(model.forward(first, std::span(ids).first(91)).ok());
+  const std::vector<std::byte> frontier = first.frontier();
+  std::vector<std::vector<std::byte>> copies;
+  std::vector<StateStreamBytes> streams;
+  for (const StateStream& s : first.streams()) copies.emplace_back(s.bytes.begin(), s.bytes.end());
+  size_t k = 0;
+  for (const StateStream& s : first.streams()) streams.push_back({s.name, copies[k++]});
+  auto restored = SessionState::restore(model.text(), frontier, streams);
+  INFO(restored.status().to_string());
+  REQUIRE(restored.ok());
+  CHECK(restored.value() == first);
+  REQUIRE(model.forward(restored.value(), std::span(ids).subspan(91)).ok());
+  CHECK(restored.value() == uninterrupted);
+
+  SECTION("a damaged frontier or stream is an error") {
+    std::vector<std::byte> truncated(frontier.begin(), frontier.end() - 5);
+    CHECK_FALSE(SessionState::restore(model.text(), truncated, streams).ok());
+    std::vector<StateStreamBytes> short_streams = streams;
+    short_streams[0].bytes = short_streams[0].bytes.first(short_streams[0].bytes.size() - 1);
+    CHECK_FALSE(SessionState::restore(model.text(), frontier, short_streams).ok());
+    std::vector<std::byte> bad_magic = frontier;
+    bad_magic[0] = std::byte{0};
+    CHECK_FALSE(SessionState::restore(model.text(), bad_magic, streams).ok());
+  }
+}
+
+TEST_CASE("the encoder/decoder prefill plan equals running every layer", "[model]") {
+  Model& model = tiny_model();
+  // tiny: candidate source 7 of 12 layers, window 128: the tail is 128 + 4 * 127 = 636 tokens.
+  const auto ids = prompt(900, 7);
+  SessionState full = model.new_session();
+  REQUIRE(model.prefill(full, ids, prefill_options(256, false)).ok());
+  SessionState planned = model.new_session();
+  std::vector<int64_t> progress;
+  REQUIRE(model.prefill(planned, ids, prefill_options(256, true, [&](int64_t done, int64_t) { progress.push_back(done); }))
+              .ok());
+  CHECK(planned == full);
+  CHECK(progress.back() == 900);
+  CHECK(progress.size() >= 4);
+  // And it keeps going identically.
+  const std::vector<int32_t> next = {42};
+  REQUIRE(model.forward(full, next).ok());
+  REQUIRE(model.forward(planned, next).ok());
+  CHECK(planned == full);
+}
+
+TEST_CASE("plain and quantised checkpoints of one seed compute the same model", "[model]") {
+  Model& plain = tiny_model(false);
+  Model& quant = tiny_model(true);
+  const auto ids = prompt(150, 8);
+  SessionState a = plain.new_session(), b = quant.new_session();
+  REQUIRE(plain.forward(a, ids).ok());
+  REQUIRE(quant.forward(b, ids).ok());
+  CHECK(a == b);
+}
+
+TEST_CASE("bad requests are errors, not crashes", "[model]") {
+  Model& model = tiny_model();
+  SessionState state = model.new_session();
+  const std::vector<int32_t> out_of_range = {1, static_cast<int32_t>(model.text().vocab_size)};
+  CHECK(model.forward(state, out_of_range).code() == ErrorCode::kInvalidArgument);
+  CHECK(model.forward(state, std::span<const int32_t>()).code() == ErrorCode::kInvalidArgument);
+  CHECK(state.n_tokens() == 0);
+  std::vector<ForwardRequest> twice = {request(&state, std::span(out_of_range).first(1)),
+                                       request(&state, std::span(out_of_range).first(1))};
+  CHECK(model.forward(twice).code() == ErrorCode::kInvalidArgument);
+}
+
+}  // namespace
+}  // namespace hippo::engine
