@@ -35,8 +35,10 @@ class ForwardPass {
   // entries and index keys, the latest top-k selection and the candidate blocks (per row).
   struct Shared {
     int64_t n_entries = 0;
-    std::vector<float> kv;     // [n_entries, head_dim]
-    std::vector<float> index;  // [n_entries, index_head_dim]
+    const std::uint8_t* kv_codes = nullptr;  // the writer's compressed-KV stream
+    std::vector<float> kv;                   // [n_entries, head_dim], decoded where kv_ready
+    std::vector<std::uint8_t> kv_ready;      // attention decodes only the entries it selects
+    std::vector<float> index;                // [n_entries, index_head_dim]
     bool has_selection = false;
     std::vector<std::vector<int32_t>> selection;   // per row: attended compressed entries, ascending
     bool has_candidates = false;

@@ -17,6 +17,22 @@ using kernels::ref::f32_to_e4m3fn;
 constexpr float kFp8Max = 448.0f;
 constexpr float kFp4Max = 6.0f;
 
+// Decoding runs for every entry attention or the indexer reads: table lookups instead of the
+// reference decoders' ldexp (the tables are built from those decoders, so the values are the same).
+struct DecodeTables {
+  float e4m3[256];
+  float e2m1[16];
+  float e8m0[256];
+  DecodeTables() {
+    for (int i = 0; i < 256; ++i) {
+      e4m3[i] = e4m3fn_to_f32(static_cast<std::uint8_t>(i));
+      e8m0[i] = e8m0_to_f32(static_cast<std::uint8_t>(i));
+    }
+    for (int i = 0; i < 16; ++i) e2m1[i] = e2m1_to_f32(static_cast<std::uint8_t>(i));
+  }
+};
+const DecodeTables kTables;
+
 float block_amax(const float* x, int64_t n) {
   float amax = 0.0f;
   for (int64_t i = 0; i < n; ++i) amax = std::max(amax, std::fabs(x[i]));
@@ -52,10 +68,6 @@ void put_nibble(std::uint8_t* packed, int64_t i, std::uint8_t code) {
     packed[i / 2] = static_cast<std::uint8_t>(packed[i / 2] | (code << 4));
 }
 
-std::uint8_t get_nibble(const std::uint8_t* packed, int64_t i) {
-  return (i % 2 == 0) ? (packed[i / 2] & 0xF) : (packed[i / 2] >> 4);
-}
-
 // FP4 with power-of-two scales per 32: writes codes and scale bytes.
 void encode_fp4_ue8m0(const float* x, int64_t dim, std::uint8_t* codes, std::uint8_t* scales) {
   for (int64_t b = 0; b < dim / kIndexScaleBlock; ++b) {
@@ -89,7 +101,10 @@ void encode_window_entry(const float* x, int64_t dim, std::uint8_t* out) {
 
 void decode_window_entry(const std::uint8_t* in, int64_t dim, float* x) {
   const std::uint8_t* scales = in + dim;
-  for (int64_t i = 0; i < dim; ++i) x[i] = e4m3fn_to_f32(in[i]) * e8m0_to_f32(scales[i / kWindowScaleBlock]);
+  for (int64_t b = 0; b < dim / kWindowScaleBlock; ++b) {
+    const float scale = kTables.e8m0[scales[b]];
+    for (int64_t i = b * kWindowScaleBlock; i < (b + 1) * kWindowScaleBlock; ++i) x[i] = kTables.e4m3[in[i]] * scale;
+  }
 }
 
 void encode_compressed_entry(const float* x, int64_t dim, std::uint8_t* out) {
@@ -109,8 +124,13 @@ void encode_compressed_entry(const float* x, int64_t dim, std::uint8_t* out) {
 
 void decode_compressed_entry(const std::uint8_t* in, int64_t dim, float* x) {
   const std::uint8_t* scales = in + dim / 2;
-  for (int64_t i = 0; i < dim; ++i) {
-    x[i] = e2m1_to_f32(get_nibble(in, i)) * e4m3fn_to_f32(scales[i / kCompressedScaleBlock]);
+  for (int64_t b = 0; b < dim / kCompressedScaleBlock; ++b) {
+    const float scale = kTables.e4m3[scales[b]];
+    for (int64_t i = b * kCompressedScaleBlock; i < (b + 1) * kCompressedScaleBlock; i += 2) {
+      const std::uint8_t byte = in[i / 2];
+      x[i] = kTables.e2m1[byte & 0xF] * scale;
+      x[i + 1] = kTables.e2m1[byte >> 4] * scale;
+    }
   }
 }
 
@@ -120,7 +140,14 @@ void encode_index_entry(const float* x, int64_t dim, std::uint8_t* out) {
 
 void decode_index_entry(const std::uint8_t* in, int64_t dim, float* x) {
   const std::uint8_t* scales = in + dim / 2;
-  for (int64_t i = 0; i < dim; ++i) x[i] = e2m1_to_f32(get_nibble(in, i)) * e8m0_to_f32(scales[i / kIndexScaleBlock]);
+  for (int64_t b = 0; b < dim / kIndexScaleBlock; ++b) {
+    const float scale = kTables.e8m0[scales[b]];
+    for (int64_t i = b * kIndexScaleBlock; i < (b + 1) * kIndexScaleBlock; i += 2) {
+      const std::uint8_t byte = in[i / 2];
+      x[i] = kTables.e2m1[byte & 0xF] * scale;
+      x[i + 1] = kTables.e2m1[byte >> 4] * scale;
+    }
+  }
 }
 
 void fp4_ue8m0_round_trip(float* x, int64_t dim) {

@@ -1,0 +1,118 @@
+// The compressor of a KV writer: completed groups become compressed-KV entries and index keys.
+#include "engine/model/forward_pass.h"
+
+#include "engine/model/forward_ops.h"
+#include "engine/model/kv_formats.h"
+
+#include <algorithm>
+#include <cmath>
+
+namespace hippo::engine {
+
+using namespace ops;  // NOLINT: the shared scalar helpers of the forward pass
+
+// Reference: DeepseekV41Compressor + the index-key half of DeepseekV41Indexer + the compressed-cache
+// update of DeepseekV41Attention. Groups completed by this chunk are appended to the writer's streams;
+// the group's shared context is refreshed from the streams.
+void ForwardPass::compress(const LayerWeights& lw, const std::vector<float>& u) {
+  const LayerRole& role = lw.role;
+  const int64_t D = t_.head_dim, idh = t_.index_head_dim, ratio = role.compress_ratio;
+  const float eps = static_cast<float>(t_.rms_norm_eps);
+  const Rope& rope = model_.compress_rope_;
+
+  std::vector<float> kv(static_cast<size_t>(rows_ * D)), gate;
+  linear(u.data(), rows_, lw.compressor_wkv, kv.data());
+  if (ratio > 1) {
+    gate.resize(static_cast<size_t>(rows_ * D));
+    linear(u.data(), rows_, lw.compressor_wgate, gate.data());
+  }
+
+  // Latents of the completed groups of every segment, back to back, with their positions.
+  std::vector<float> latents;
+  std::vector<int64_t> group_positions;
+  std::vector<int64_t> groups_per_segment(segments_.size(), 0);
+  for (size_t s = 0; s < segments_.size(); ++s) {
+    const Segment& seg = segments_[s];
+    auto& writer = *std::find_if(seg.state->writers_.begin(), seg.state->writers_.end(),
+                                 [&](const auto& w) { return w.layer == role.layer; });
+    const int64_t n = static_cast<int64_t>(seg.tokens.size());
+    const int64_t first_entry = static_cast<int64_t>(writer.kv.size()) / compressed_entry_bytes(D);
+    if (ratio == 1) {
+      for (int64_t i = 0; i < n; ++i) {
+        latents.insert(latents.end(), &kv[static_cast<size_t>((seg.row0 + i) * D)], &kv[static_cast<size_t>((seg.row0 + i + 1) * D)]);
+        group_positions.push_back(first_entry + i);
+      }
+      groups_per_segment[s] = n;
+      continue;
+    }
+    // Ratio > 1: the pending rows of the incomplete group come first.
+    std::vector<float> rows_kv = writer.pending_kv, rows_gate = writer.pending_gate;
+    rows_kv.insert(rows_kv.end(), &kv[static_cast<size_t>(seg.row0 * D)], &kv[static_cast<size_t>((seg.row0 + n) * D)]);
+    rows_gate.insert(rows_gate.end(), &gate[static_cast<size_t>(seg.row0 * D)], &gate[static_cast<size_t>((seg.row0 + n) * D)]);
+    const int64_t total = static_cast<int64_t>(rows_kv.size()) / D;
+    const int64_t groups = total / ratio;
+    std::vector<float> latent(static_cast<size_t>(D));
+    for (int64_t g = 0; g < groups; ++g) {
+      for (int64_t c = 0; c < D; ++c) {  // per-channel softmax over the group's tokens (fp32)
+        float m = kNegInf;
+        for (int64_t j = 0; j < ratio; ++j) m = std::max(m, rows_gate[static_cast<size_t>((g * ratio + j) * D + c)]);
+        float sum = 0.0f;
+        float e[64];
+        for (int64_t j = 0; j < ratio; ++j) {
+          e[j] = std::exp(rows_gate[static_cast<size_t>((g * ratio + j) * D + c)] - m);
+          sum += e[j];
+        }
+        float acc = 0.0f;
+        for (int64_t j = 0; j < ratio; ++j) acc += rows_kv[static_cast<size_t>((g * ratio + j) * D + c)] * (e[j] / sum);
+        latent[static_cast<size_t>(c)] = acc;
+      }
+      latents.insert(latents.end(), latent.begin(), latent.end());
+      group_positions.push_back((first_entry + g) * ratio);
+    }
+    writer.pending_kv.assign(rows_kv.begin() + groups * ratio * D, rows_kv.end());
+    writer.pending_gate.assign(rows_gate.begin() + groups * ratio * D, rows_gate.end());
+    groups_per_segment[s] = groups;
+  }
+  const int64_t n_groups = static_cast<int64_t>(group_positions.size());
+  rms_norm_rows(latents, n_groups, D, lw.compressor_norm, eps);
+
+  // Index keys from the pre-RoPE latents; main entries from the RoPE'd ones.
+  std::vector<float> keys(static_cast<size_t>(n_groups * idh));
+  linear(latents.data(), n_groups, lw.index_wk, keys.data());
+  rms_norm_rows(keys, n_groups, idh, lw.index_k_norm, eps);
+  const int64_t kv_bytes = compressed_entry_bytes(D), index_bytes = index_entry_bytes(idh);
+  std::vector<std::uint8_t> kv_codes(static_cast<size_t>(n_groups * kv_bytes));
+  std::vector<std::uint8_t> index_codes(static_cast<size_t>(n_groups * index_bytes));
+  for (int64_t g = 0; g < n_groups; ++g) {
+    float* key = &keys[static_cast<size_t>(g * idh)];
+    rope.apply(key, idh, group_positions[static_cast<size_t>(g)]);
+    encode_index_entry(key, idh, &index_codes[static_cast<size_t>(g * index_bytes)]);
+    float* latent = &latents[static_cast<size_t>(g * D)];
+    rope.apply(latent, D, group_positions[static_cast<size_t>(g)]);
+    encode_compressed_entry(latent, D, &kv_codes[static_cast<size_t>(g * kv_bytes)]);
+  }
+
+  int64_t g0 = 0;
+  for (size_t s = 0; s < segments_.size(); ++s) {
+    const Segment& seg = segments_[s];
+    auto& writer = *std::find_if(seg.state->writers_.begin(), seg.state->writers_.end(),
+                                 [&](const auto& w) { return w.layer == role.layer; });
+    const int64_t n = groups_per_segment[s];
+    writer.kv.insert(writer.kv.end(), kv_codes.begin() + g0 * kv_bytes, kv_codes.begin() + (g0 + n) * kv_bytes);
+    writer.index.insert(writer.index.end(), index_codes.begin() + g0 * index_bytes,
+                        index_codes.begin() + (g0 + n) * index_bytes);
+    g0 += n;
+
+    Shared& shared = shared_[s];
+    shared.n_entries = static_cast<int64_t>(writer.kv.size()) / kv_bytes;
+    shared.kv_codes = writer.kv.data();
+    shared.kv.resize(static_cast<size_t>(shared.n_entries * D));
+    shared.kv_ready.assign(static_cast<size_t>(shared.n_entries), 0);
+    shared.index.resize(static_cast<size_t>(shared.n_entries * idh));
+    for (int64_t e = 0; e < shared.n_entries; ++e) {
+      decode_index_entry(&writer.index[static_cast<size_t>(e * index_bytes)], idh, &shared.index[static_cast<size_t>(e * idh)]);
+    }
+  }
+}
+
+}  // namespace hippo::engine

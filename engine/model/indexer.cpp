@@ -1,0 +1,99 @@
+// The lightning indexer of an index source: scores, the candidate blocks, the top-k selection.
+#include "engine/model/forward_pass.h"
+
+#include "engine/model/forward_ops.h"
+#include "engine/model/kv_formats.h"
+
+#include <algorithm>
+#include <cmath>
+#include <limits>
+
+namespace hippo::engine {
+
+using namespace ops;  // NOLINT: the shared scalar helpers of the forward pass
+
+// Reference: DeepseekV41Indexer steps 2-5 and select_candidate_blocks.
+void ForwardPass::index(const LayerWeights& lw, const std::vector<float>& u, const std::vector<float>& q_residual) {
+  const LayerRole& role = lw.role;
+  const int64_t hI = t_.index_n_heads, idh = t_.index_head_dim, ratio = role.compress_ratio;
+  std::vector<float> q(static_cast<size_t>(rows_ * hI * idh));
+  linear(q_residual.data(), rows_, lw.index_wq_b, q.data());
+  for (int64_t r = 0; r < rows_; ++r) {
+    for (int64_t h = 0; h < hI; ++h) {
+      float* head = &q[static_cast<size_t>((r * hI + h) * idh)];
+      model_.compress_rope_.apply(head, idh, positions_[static_cast<size_t>(r)]);
+      fp4_ue8m0_round_trip(head, idh);
+    }
+  }
+  std::vector<float> weights(static_cast<size_t>(rows_ * hI));
+  linear(u.data(), rows_, lw.index_weights_proj, weights.data());
+  const float heads_scaling = static_cast<float>(std::pow(static_cast<double>(hI), -0.5));
+  const float softmax_scale = static_cast<float>(std::pow(static_cast<double>(idh), -0.5));
+  for (float& w : weights) w *= heads_scaling;
+
+  for (size_t s = 0; s < segments_.size(); ++s) {
+    const Segment& seg = segments_[s];
+    Shared& shared = shared_[s];
+    const int64_t n = static_cast<int64_t>(seg.tokens.size());
+    const int64_t T = shared.n_entries;
+    if (T == 0) continue;  // nothing to score yet; the reference publishes nothing
+    const int64_t block = t_.candidate_block_size;
+    const int64_t n_blocks = (T + block - 1) / block;
+    const int64_t words = (n_blocks + 63) / 64;
+    const bool uses_candidates = role.reindex && shared.has_candidates;
+    std::vector<std::vector<int32_t>> selection(static_cast<size_t>(n));
+    std::vector<std::vector<uint64_t>> candidates;
+    if (role.candidate_source) candidates.assign(static_cast<size_t>(n), std::vector<uint64_t>(static_cast<size_t>(words), 0));
+
+    model_.pool_->parallel_for(n, [&](int64_t begin, int64_t end) {
+      std::vector<float> scores(static_cast<size_t>(T));
+      std::vector<float> block_scores(static_cast<size_t>(n_blocks));
+      for (int64_t i = begin; i < end; ++i) {
+        const int64_t r = seg.row0 + i;
+        const int64_t visible = std::min(T, (positions_[static_cast<size_t>(r)] + 1) / ratio);
+        for (int64_t w = 0; w < T; ++w) {
+          if (w >= visible) {
+            scores[static_cast<size_t>(w)] = kNegInf;
+            continue;
+          }
+          const float* key = &shared.index[static_cast<size_t>(w * idh)];
+          float total = 0.0f;
+          for (int64_t h = 0; h < hI; ++h) {
+            const float score = std::max(dot(&q[static_cast<size_t>((r * hI + h) * idh)], key, idh), 0.0f) * softmax_scale;
+            total += score * weights[static_cast<size_t>(r * hI + h)];
+          }
+          scores[static_cast<size_t>(w)] = total;
+        }
+        if (role.candidate_source) {
+          for (int64_t b = 0; b < n_blocks; ++b) {
+            float m = kNegInf;
+            for (int64_t w = b * block; w < std::min(T, (b + 1) * block); ++w) m = std::max(m, scores[static_cast<size_t>(w)]);
+            block_scores[static_cast<size_t>(b)] = m;
+          }
+          if (visible > 0) block_scores[static_cast<size_t>((visible - 1) / block)] = std::numeric_limits<float>::infinity();
+          for (int32_t b : top_k(block_scores.data(), n_blocks, t_.candidate_topk_blocks)) {
+            if (block_scores[static_cast<size_t>(b)] > kNegInf) candidates[static_cast<size_t>(i)][static_cast<size_t>(b / 64)] |= uint64_t{1} << (b % 64);
+          }
+        } else if (uses_candidates) {
+          const std::vector<uint64_t>& keep = shared.candidates[static_cast<size_t>(i)];
+          for (int64_t w = 0; w < T; ++w) {
+            const int64_t b = w / block;
+            if (!((keep[static_cast<size_t>(b / 64)] >> (b % 64)) & 1)) scores[static_cast<size_t>(w)] = kNegInf;
+          }
+        }
+        std::vector<int32_t> picked = top_k(scores.data(), T, t_.index_topk);
+        std::erase_if(picked, [&](int32_t w) { return scores[static_cast<size_t>(w)] == kNegInf; });
+        std::sort(picked.begin(), picked.end());
+        selection[static_cast<size_t>(i)] = std::move(picked);
+      }
+    });
+    shared.selection = std::move(selection);
+    shared.has_selection = true;
+    if (role.candidate_source) {
+      shared.candidates = std::move(candidates);
+      shared.has_candidates = true;
+    }
+  }
+}
+
+}  // namespace hippo::engine

@@ -1,0 +1,105 @@
+// Single-pass mHC: the mixes of a site, the collapse of the streams and their expansion.
+#include "engine/model/forward_pass.h"
+
+#include "engine/model/forward_ops.h"
+
+#include <cmath>
+#include <cstring>
+
+namespace hippo::engine {
+
+using namespace ops;  // NOLINT: the shared scalar helpers of the forward pass
+
+// Reference: hc_mixes — one projection of the normalised flattened streams gives pre, post and the
+// Sinkhorn-projected comb.
+void ForwardPass::hc_mixes(const kernels::WeightView& fn, const std::vector<float>& base,
+                           const std::vector<float>& scale, std::vector<float>& pre, std::vector<float>& post,
+                           std::vector<float>& comb) {
+  const int64_t d = t_.hidden_size, hc = t_.hc_mult, mix = fn.rows;
+  const float eps = static_cast<float>(t_.rms_norm_eps);
+  const float hc_eps = static_cast<float>(t_.hc_eps);
+  std::vector<float> flat(streams_.size());
+  for (int64_t r = 0; r < rows_; ++r) {
+    rms_norm(&streams_[static_cast<size_t>(r * hc * d)], hc * d, nullptr, eps, &flat[static_cast<size_t>(r * hc * d)]);
+  }
+  std::vector<float> mixes(static_cast<size_t>(rows_ * mix));
+  linear(flat.data(), rows_, fn, mixes.data());
+  pre.assign(static_cast<size_t>(rows_ * hc), 0.0f);
+  post.assign(static_cast<size_t>(rows_ * hc), 0.0f);
+  comb.assign(static_cast<size_t>(rows_ * hc * hc), 0.0f);
+  for (int64_t r = 0; r < rows_; ++r) {
+    const float* m = &mixes[static_cast<size_t>(r * mix)];
+    for (int64_t i = 0; i < hc; ++i) {
+      pre[static_cast<size_t>(r * hc + i)] = sigmoid(m[i] * scale[0] + base[static_cast<size_t>(i)]) + hc_eps;
+      post[static_cast<size_t>(r * hc + i)] = 2.0f * sigmoid(m[hc + i] * scale[1] + base[static_cast<size_t>(hc + i)]);
+    }
+    float* c = &comb[static_cast<size_t>(r * hc * hc)];
+    for (int64_t i = 0; i < hc; ++i) {  // softmax over each row, then + eps
+      float row_max = kNegInf;
+      for (int64_t j = 0; j < hc; ++j) {
+        c[i * hc + j] = m[2 * hc + i * hc + j] * scale[2] + base[static_cast<size_t>(2 * hc + i * hc + j)];
+        row_max = std::max(row_max, c[i * hc + j]);
+      }
+      float sum = 0.0f;
+      for (int64_t j = 0; j < hc; ++j) {
+        c[i * hc + j] = std::exp(c[i * hc + j] - row_max);
+        sum += c[i * hc + j];
+      }
+      for (int64_t j = 0; j < hc; ++j) c[i * hc + j] = c[i * hc + j] / sum + hc_eps;
+    }
+    auto normalise_columns = [&] {
+      for (int64_t j = 0; j < hc; ++j) {
+        float sum = 0.0f;
+        for (int64_t i = 0; i < hc; ++i) sum += c[i * hc + j];
+        for (int64_t i = 0; i < hc; ++i) c[i * hc + j] /= (sum + hc_eps);
+      }
+    };
+    auto normalise_rows = [&] {
+      for (int64_t i = 0; i < hc; ++i) {
+        float sum = 0.0f;
+        for (int64_t j = 0; j < hc; ++j) sum += c[i * hc + j];
+        for (int64_t j = 0; j < hc; ++j) c[i * hc + j] /= (sum + hc_eps);
+      }
+    };
+    normalise_columns();
+    for (int64_t it = 0; it + 1 < t_.hc_sinkhorn_iters; ++it) {
+      normalise_rows();
+      normalise_columns();
+    }
+  }
+}
+
+// Σ_i pre_i · X_i, then RMSNorm with `norm`.
+void ForwardPass::collapse(const std::vector<float>& pre, const std::vector<float>& norm, std::vector<float>& out) {
+  const int64_t d = t_.hidden_size, hc = t_.hc_mult;
+  out.assign(static_cast<size_t>(rows_ * d), 0.0f);
+  for (int64_t r = 0; r < rows_; ++r) {
+    float* y = &out[static_cast<size_t>(r * d)];
+    for (int64_t i = 0; i < hc; ++i) {
+      const float p = pre[static_cast<size_t>(r * hc + i)];
+      const float* x = &streams_[static_cast<size_t>((r * hc + i) * d)];
+      for (int64_t j = 0; j < d; ++j) y[j] += p * x[j];
+    }
+    if (!norm.empty()) rms_norm(y, d, norm.data(), static_cast<float>(t_.rms_norm_eps), y);
+  }
+}
+
+// out_k = post_k · sub + Σ_j comb[j][k] · X_j.
+void ForwardPass::expand(const std::vector<float>& sub, const std::vector<float>& post, const std::vector<float>& comb) {
+  const int64_t d = t_.hidden_size, hc = t_.hc_mult;
+  std::vector<float> mixed(static_cast<size_t>(hc * d));
+  for (int64_t r = 0; r < rows_; ++r) {
+    float* x = &streams_[static_cast<size_t>(r * hc * d)];
+    const float* c = &comb[static_cast<size_t>(r * hc * hc)];
+    for (int64_t k = 0; k < hc; ++k) {
+      for (int64_t e = 0; e < d; ++e) {
+        float sum = 0.0f;
+        for (int64_t j = 0; j < hc; ++j) sum += c[j * hc + k] * x[j * d + e];
+        mixed[static_cast<size_t>(k * d + e)] = post[static_cast<size_t>(r * hc + k)] * sub[static_cast<size_t>(r * d + e)] + sum;
+      }
+    }
+    std::memcpy(x, mixed.data(), mixed.size() * sizeof(float));
+  }
+}
+
+}  // namespace hippo::engine
