@@ -30,7 +30,9 @@ void put_u32(std::string& out, uint32_t v) {
 
 uint32_t get_u32(std::string_view bytes, std::size_t at) {
   uint32_t v = 0;
-  for (int i = 0; i < 4; ++i) v |= static_cast<uint32_t>(static_cast<unsigned char>(bytes[at + static_cast<std::size_t>(i)])) << (8 * i);
+  for (std::size_t i = 0; i < 4; ++i) {
+    v |= static_cast<uint32_t>(static_cast<unsigned char>(bytes[at + i])) << (8 * i);
+  }
   return v;
 }
 
@@ -148,7 +150,8 @@ Result<EngramHasher> EngramHasher::create(const TextConfig& config, int32_t pad_
     return bad("engram_n_heads", fmt::format("{} is outside [1, 1024]", config.engram_n_heads));
   if (config.engram_vocab_size < 1) return bad("engram_vocab_size", "must be positive");
   if (config.engram_compressed_vocab_size < 1 || config.engram_compressed_vocab_size > INT32_MAX)
-    return bad("engram_compressed_vocab_size", fmt::format("{} is not a positive int32", config.engram_compressed_vocab_size));
+    return bad("engram_compressed_vocab_size",
+               fmt::format("{} is not a positive int32", config.engram_compressed_vocab_size));
   if (pad_compressed_id < 0 || pad_compressed_id >= config.engram_compressed_vocab_size)
     return bad("engram_pad_token_id", fmt::format("its compressed id {} is outside [0, {})", pad_compressed_id,
                                                   config.engram_compressed_vocab_size));
@@ -158,8 +161,9 @@ Result<EngramHasher> EngramHasher::create(const TextConfig& config, int32_t pad_
   hasher.n_heads_ = static_cast<int>(config.engram_n_heads);
   hasher.pad_id_ = pad_compressed_id;
   hasher.compressed_vocab_size_ = static_cast<int32_t>(config.engram_compressed_vocab_size);
-  const auto primes = engram_table_primes(config.engram_vocab_size, static_cast<int64_t>(config.engram_layer_ids.size()),
-                                          config.engram_max_ngram_size, config.engram_n_heads);
+  const auto n_layers = static_cast<int64_t>(config.engram_layer_ids.size());
+  const auto primes =
+      engram_table_primes(config.engram_vocab_size, n_layers, config.engram_max_ngram_size, config.engram_n_heads);
   for (std::size_t i = 0; i < config.engram_layer_ids.size(); ++i) {
     EngramLayerAddressing layer;
     layer.layer_id = config.engram_layer_ids[i];

@@ -90,7 +90,9 @@ TEST_CASE("hashing reproduces the reference's rows for every golden prompt (tiny
     REQUIRE(rows.size() == expected.size());
     std::size_t differing = 0;
     for (std::size_t i = 0; i < rows.size(); ++i) {
-      if (rows[i] != expected[i] && differing++ < 10) UNSCOPED_INFO("entry " << i << ": " << rows[i] << " vs " << expected[i]);
+      if (rows[i] != expected[i] && differing++ < 10) {
+        UNSCOPED_INFO("entry " << i << ": " << rows[i] << " vs " << expected[i]);
+      }
     }
     CHECK(differing == 0);
 
@@ -104,7 +106,8 @@ TEST_CASE("hashing reproduces the reference's rows for every golden prompt (tiny
       std::vector<int64_t> part((end - begin) * per_position);
       hasher.hash_tokens(real_map(), std::span(ids).subspan(begin, end - begin), state, part);
       chunked.insert(chunked.end(), part.begin(), part.end());
-      auto restored = EngramLookback::restore(state.serialize(), hasher.max_ngram_size(), hasher.compressed_vocab_size());
+      auto restored =
+          EngramLookback::restore(state.serialize(), hasher.max_ngram_size(), hasher.compressed_vocab_size());
       REQUIRE(restored.ok());
       state = *restored;
       begin = end;
