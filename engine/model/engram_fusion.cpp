@@ -2,7 +2,7 @@
 #include "engine/model/forward_pass.h"
 
 #include "engine/model/forward_ops.h"
-#include "engine/model/engram_hashing.h"
+#include "engine/engram/engram_hash.h"
 #include "kernels/ref/numeric_formats.h"
 
 #include <algorithm>
@@ -15,9 +15,9 @@ using namespace ops;  // NOLINT: the shared scalar helpers of the forward pass
 
 // Reference: DeepseekV41Engram.forward.
 void ForwardPass::engram(const LayerWeights& lw) {
-  const EngramHashing& hashing = *model_.engram_;
+  const EngramHasher& hasher = *model_.engram_hasher_;
   const int64_t d = t_.hidden_size, hc = t_.hc_mult, hd = t_.engram_head_dim;
-  const int64_t cols = hashing.n_columns();
+  const int64_t cols = hasher.rows_per_position();
   const int64_t layer_index =
       std::find(t_.engram_layer_ids.begin(), t_.engram_layer_ids.end(), lw.role.layer) - t_.engram_layer_ids.begin();
   const EngramWeights& ew = lw.engram;
@@ -28,7 +28,7 @@ void ForwardPass::engram(const LayerWeights& lw) {
   std::vector<float> gathered(static_cast<size_t>(rows_ * cols * hd));
   for (int64_t r = 0; r < rows_; ++r) {
     for (int64_t c = 0; c < cols; ++c) {
-      const int64_t row = engram_rows_[static_cast<size_t>((r * hashing.n_layers() + layer_index) * cols + c)];
+      const int64_t row = engram_rows_[static_cast<size_t>((r * hasher.n_layers() + layer_index) * cols + c)];
       float* out = &gathered[static_cast<size_t>((r * cols + c) * hd)];
       for (int64_t i = 0; i < hd; ++i) {
         if (fp8) {

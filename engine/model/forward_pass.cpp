@@ -4,7 +4,8 @@
 #include "engine/model/forward_pass.h"
 
 #include "engine/model/forward_ops.h"
-#include "engine/model/engram_hashing.h"
+#include "engine/engram/engram_hash.h"
+#include "engine/engram/engram_token_map.h"
 #include "kernels/cpu/linear.h"
 #include "kernels/ref/numeric_formats.h"
 
@@ -48,20 +49,13 @@ void ForwardPass::run() {
 // Reference: DeepseekV41NgramHashState — each position hashed with the compressed ids of the tokens
 // before it, DEAD (then pad) past the sequence start.
 void ForwardPass::engram_hashes() {
-  const EngramHashing* hashing = model_.engram_.get();
-  if (hashing == nullptr) return;
-  const int64_t per_row = hashing->n_layers() * hashing->n_columns();
+  const EngramHasher* hasher = model_.engram_hasher_.get();
+  if (hasher == nullptr) return;
+  const int64_t per_row = hasher->n_layers() * hasher->rows_per_position();
   engram_rows_.assign(static_cast<size_t>(rows_ * per_row), 0);
   for (const Segment& seg : segments_) {
-    std::vector<int32_t>& lookback = seg.state->engram_lookback_;
-    for (size_t i = 0; i < seg.tokens.size(); ++i) {
-      const int32_t current = hashing->compressed_id(seg.tokens[i]);
-      hashing->rows(current, lookback, &engram_rows_[static_cast<size_t>((seg.row0 + static_cast<int64_t>(i)) * per_row)]);
-      if (!lookback.empty()) {
-        std::copy_backward(lookback.begin(), lookback.end() - 1, lookback.end());
-        lookback[0] = current;
-      }
-    }
+    const std::span<int64_t> rows(&engram_rows_[static_cast<size_t>(seg.row0 * per_row)], seg.tokens.size() * static_cast<size_t>(per_row));
+    hasher->hash_tokens(*model_.engram_map_, seg.tokens, *seg.state->engram_lookback_, rows);
   }
 }
 

@@ -1,11 +1,13 @@
 #include "engine/model/model.h"
 
-#include "engine/model/engram_hashing.h"
+#include "engine/engram/engram_hash.h"
+#include "engine/engram/engram_token_map.h"
 #include "engine/model/forward_pass.h"
 
 #include <fmt/format.h>
 
 #include <algorithm>
+#include <filesystem>
 #include <set>
 
 namespace hippo::engine {
@@ -49,7 +51,12 @@ Result<std::unique_ptr<Model>> Model::load(const std::string& dir, const ModelOp
   std::unique_ptr<Model> model(new Model(std::move(checkpoint), options.n_threads));
   if (!model->text().engram_layer_ids.empty()) {
     const std::string tokenizer_dir = options.tokenizer_dir.empty() ? dir : options.tokenizer_dir;
-    HIPPO_ASSIGN_OR_RETURN(model->engram_, EngramHashing::create(model->text(), tokenizer_dir));
+    const std::filesystem::path tokenizer_json = std::filesystem::path(tokenizer_dir) / "tokenizer.json";
+    HIPPO_ASSIGN_OR_RETURN(EngramTokenMap map, EngramTokenMap::build(tokenizer_json));
+    HIPPO_RETURN_IF_ERROR(check_engram_token_map(model->text(), map).with_context(tokenizer_json.string()));
+    HIPPO_ASSIGN_OR_RETURN(EngramHasher hasher, EngramHasher::create(model->text(), map));
+    model->engram_map_ = std::make_unique<EngramTokenMap>(std::move(map));
+    model->engram_hasher_ = std::make_unique<EngramHasher>(std::move(hasher));
   }
   return model;
 }

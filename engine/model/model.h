@@ -32,7 +32,8 @@
 
 namespace hippo::engine {
 
-class EngramHashing;
+class EngramTokenMap;
+class EngramHasher;
 
 struct ModelOptions {
   int n_threads = 0;              // 0: one per logical CPU
@@ -81,7 +82,8 @@ class Model {
   ModelWeights weights_;
   Rope main_rope_;
   Rope compress_rope_;
-  std::unique_ptr<EngramHashing> engram_;
+  std::unique_ptr<EngramTokenMap> engram_map_;  // configs with Engram layers only
+  std::unique_ptr<EngramHasher> engram_hasher_;
   std::unique_ptr<kernels::cpu::ThreadPool> pool_;
 };
 

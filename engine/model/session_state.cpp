@@ -71,7 +71,7 @@ SessionState::SessionState(const TextConfig& text)
       head_dim_(text.head_dim),
       index_head_dim_(text.index_head_dim),
       vocab_(text.vocab_size),
-      lookback_(text.engram_layer_ids.empty() ? 0 : text.engram_max_ngram_size - 1) {
+      engram_classes_(text.engram_layer_ids.empty() ? 0 : text.engram_compressed_vocab_size) {
   rings_.assign(static_cast<size_t>(n_layers_),
                 std::vector<std::uint8_t>(static_cast<size_t>(window_ * window_entry_bytes(head_dim_))));
   for (const LayerRole& role : layer_schedule(text)) {
@@ -81,7 +81,7 @@ SessionState::SessionState(const TextConfig& text)
     writer.ratio = role.compress_ratio;
     writers_.push_back(std::move(writer));
   }
-  engram_lookback_.assign(static_cast<size_t>(lookback_), kEngramDead);
+  if (!text.engram_layer_ids.empty()) engram_lookback_.emplace(static_cast<int>(text.engram_max_ngram_size));
 }
 
 uint64_t SessionState::memory_bytes() const {
@@ -90,15 +90,15 @@ uint64_t SessionState::memory_bytes() const {
   for (const Writer& w : writers_) {
     total += w.kv.size() + w.index.size() + (w.pending_kv.size() + w.pending_gate.size()) * sizeof(float);
   }
-  return total + next_logits_.size() * sizeof(float) + token_ids_.size() * sizeof(int32_t) +
-         engram_lookback_.size() * sizeof(int32_t);
+  if (engram_lookback_) total += engram_lookback_->history().size() * sizeof(int32_t);
+  return total + next_logits_.size() * sizeof(float) + token_ids_.size() * sizeof(int32_t);
 }
 
 std::vector<std::byte> SessionState::frontier() const {
   ByteWriter out;
   out.put(kFrontierMagic);
   out.put(kFrontierVersion);
-  for (int64_t v : {n_layers_, window_, head_dim_, index_head_dim_, vocab_, lookback_,
+  for (int64_t v : {n_layers_, window_, head_dim_, index_head_dim_, vocab_, engram_classes_,
                     static_cast<int64_t>(writers_.size()), n_tokens()}) {
     out.put(v);
   }
@@ -110,7 +110,9 @@ std::vector<std::byte> SessionState::frontier() const {
     out.put_array(w.pending_kv);
     out.put_array(w.pending_gate);
   }
-  out.put_array(engram_lookback_);
+  const std::string lookback = engram_lookback_ ? engram_lookback_->serialize() : std::string();
+  out.put(static_cast<int64_t>(lookback.size()));
+  out.put_array(std::vector<char>(lookback.begin(), lookback.end()));
   out.put(static_cast<int64_t>(next_logits_.size()));
   out.put_array(next_logits_);
   return out.take();
@@ -143,12 +145,12 @@ Result<SessionState> SessionState::restore(const TextConfig& text, std::span<con
     if (!in.get(v)) return corrupt("truncated header");
   }
   const int64_t expected[7] = {state.n_layers_, state.window_, state.head_dim_, state.index_head_dim_,
-                               state.vocab_, state.lookback_, static_cast<int64_t>(state.writers_.size())};
+                               state.vocab_, state.engram_classes_, static_cast<int64_t>(state.writers_.size())};
   for (int i = 0; i < 7; ++i) {
     if (shape[i] != expected[i]) {
       return Status(ErrorCode::kFailedPrecondition,
           "session state belongs to a model of another shape (layers, window, head_dim, index_head_dim, vocab, "
-          "look-back or KV writers differ); it cannot be restored into this model");
+          "Engram classes or KV writers differ); it cannot be restored into this model");
     }
   }
   const int64_t n_tokens = shape[7];
@@ -194,7 +196,20 @@ Result<SessionState> SessionState::restore(const TextConfig& text, std::span<con
     w.kv.assign(kv_begin, kv_begin + kv_bytes);
     w.index.assign(index_begin, index_begin + index_bytes);
   }
-  if (!in.get_array(state.engram_lookback_, static_cast<size_t>(state.lookback_))) return corrupt("truncated look-back");
+  int64_t lookback_bytes = 0;
+  std::vector<char> lookback;
+  if (!in.get(lookback_bytes) || lookback_bytes < 0 || !in.get_array(lookback, static_cast<size_t>(lookback_bytes))) {
+    return corrupt("truncated Engram look-back");
+  }
+  if (state.engram_lookback_) {
+    auto restored = EngramLookback::restore(std::string_view(lookback.data(), lookback.size()),
+                                            state.engram_lookback_->max_ngram_size(),
+                                            static_cast<int32_t>(state.engram_classes_));
+    if (!restored.ok()) return restored.status().with_context("session state frontier");
+    state.engram_lookback_ = std::move(restored.value());
+  } else if (lookback_bytes != 0) {
+    return corrupt("an Engram look-back for a model without Engram");
+  }
   int64_t n_logits = 0;
   if (!in.get(n_logits) || (n_logits != 0 && n_logits != state.vocab_)) return corrupt("bad logits length");
   if (!in.get_array(state.next_logits_, static_cast<size_t>(n_logits))) return corrupt("truncated logits");

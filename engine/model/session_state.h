@@ -16,17 +16,16 @@
 
 #include "base/status.h"
 #include "engine/config/model_config.h"
+#include "engine/engram/engram_hash.h"
 
 #include <cstddef>
 #include <cstdint>
+#include <optional>
 #include <span>
 #include <string>
 #include <vector>
 
 namespace hippo::engine {
-
-// An Engram look-back slot with no token: before the sequence start (or an image span, later).
-inline constexpr int32_t kEngramDead = -1;
 
 // A named append-only stream of fixed-size entries, as the storage layer takes it.
 struct StateStream {
@@ -86,11 +85,11 @@ class SessionState {
   int64_t head_dim_ = 0;
   int64_t index_head_dim_ = 0;
   int64_t vocab_ = 0;
-  int64_t lookback_ = 0;
+  int64_t engram_classes_ = 0;
 
   std::vector<std::vector<std::uint8_t>> rings_;  // per layer: window_ x window_entry_bytes(head_dim)
   std::vector<Writer> writers_;
-  std::vector<int32_t> engram_lookback_;          // newest first; kEngramDead where nothing lives
+  std::optional<EngramLookback> engram_lookback_;  // configs with Engram layers only
   std::vector<float> next_logits_;
   std::vector<int32_t> token_ids_;
 };
