@@ -4,6 +4,7 @@
 
 #include "engine/model/forward_ops.h"
 #include "engine/model/kv_formats.h"
+#include "kernels/cpu/vector_ops.h"
 
 #include <algorithm>
 #include <cmath>
@@ -152,7 +153,7 @@ void ForwardPass::attend(const LayerWeights& lw, const std::vector<float>& q, co
           std::fill(o, o + D, 0.0f);
           for (size_t j = 0; j < keys.size(); ++j) {
             const float p = logits[j] / denom;
-            for (int64_t c = 0; c < D; ++c) o[c] += p * keys[j][c];
+            kernels::cpu::axpy(p, keys[j], o, D);
           }
         }
       }

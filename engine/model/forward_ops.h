@@ -1,6 +1,8 @@
 // Small scalar operations the forward pass's blocks share (internal to engine/model).
 #pragma once
 
+#include "kernels/cpu/vector_ops.h"
+
 #include <algorithm>
 #include <cmath>
 #include <cstdint>
@@ -26,11 +28,7 @@ inline void rms_norm_rows(std::vector<float>& x, int64_t rows, int64_t n, const 
   for (int64_t r = 0; r < rows; ++r) rms_norm(&x[r * n], n, weight.data(), eps, &x[r * n]);
 }
 
-inline float dot(const float* a, const float* b, int64_t n) {
-  float sum = 0.0f;
-  for (int64_t i = 0; i < n; ++i) sum += a[i] * b[i];
-  return sum;
-}
+inline float dot(const float* a, const float* b, int64_t n) { return kernels::cpu::dot(a, b, n); }
 
 // The k best of `scores` (higher first, ties to the lower index), as indices in that order.
 inline std::vector<int32_t> top_k(const float* scores, int64_t n, int64_t k) {
