@@ -62,8 +62,11 @@ Status run_generation(const RunCommand& cmd, std::ostream& out) {
   HIPPO_ASSIGN_OR_RETURN(std::unique_ptr<engine::Model> model, engine::Model::load(cmd.model_dir, options));
   HIPPO_ASSIGN_OR_RETURN(tokenizer::Tokenizer tokenizer,
                          tokenizer::Tokenizer::load(std::filesystem::path(cmd.model_dir) / "tokenizer.json"));
-  log::info("model loaded", {{"dir", cmd.model_dir}, {"seconds", fmt::format("{:.2f}", seconds_since(load_start))},
-                             {"threads", std::to_string(model->n_threads())}});
+  log::info("model loaded", {{"dir", cmd.model_dir},
+                             {"seconds", fmt::format("{:.2f}", seconds_since(load_start))},
+                             {"threads", std::to_string(model->n_threads())},
+                             {"mapped_bytes", std::to_string(model->checkpoint().mapped_bytes())},
+                             {"resident_bytes", std::to_string(model->checkpoint().resident_bytes())}});
   HIPPO_ASSIGN_OR_RETURN(std::vector<int32_t> ids, prompt_tokens(cmd, tokenizer));
   if (ids.empty()) return Status(ErrorCode::kInvalidArgument, "the prompt is empty");
 
