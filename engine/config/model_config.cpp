@@ -10,7 +10,6 @@
 #include <fmt/ranges.h>
 
 #include <algorithm>
-#include <cmath>
 #include <fstream>
 #include <limits>
 #include <sstream>
@@ -249,12 +248,11 @@ class FieldWriter {
   static json::value to_json(int64_t v) { return v; }
   static json::value to_json(bool v) { return v; }
   static json::value to_json(const std::string& v) { return json::value(v); }
-  // Integral values print as integers ("rope_theta": 10000), as in the release.
-  static json::value to_json(double v) {
-    constexpr double kExactIntegers = 9007199254740992.0;  // 2^53
-    if (std::trunc(v) == v && std::fabs(v) < kExactIntegers) return static_cast<int64_t>(v);
-    return v;
-  }
+  // Every double field stays a JSON double, printed with a decimal point by pretty() ("rope_theta": 10000.0,
+  // "gate_temp": 1.0): transformers' config classes are strict dataclasses and refuse an integral JSON number
+  // in a float field (docs/reference-model.md, D14). The release writes some of them as integers; readers
+  // accept both.
+  static json::value to_json(double v) { return v; }
   template <typename T>
   static json::value to_json(const std::vector<T>& v) {
     json::array array;
@@ -556,7 +554,11 @@ void pretty(const json::value& v, int indent, std::string& out) {
     }
     out += "]";
   } else if (v.is_double()) {
-    out += fmt::format("{}", v.get_double());  // shortest round-trip form: 1.5, 1e-20 (Boost.JSON: 1.5E0)
+    // Shortest round-trip form (1.5, 1e-20; Boost.JSON would write 1.5E0), with a decimal point on integral
+    // values (10.0, not 10) so that a float field reads back as a float in Python.
+    std::string number = fmt::format("{}", v.get_double());
+    if (number.find_first_of(".eEn") == std::string::npos) number += ".0";
+    out += number;
   } else {
     out += json::serialize(v);
   }

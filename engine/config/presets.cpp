@@ -101,7 +101,7 @@ ModelConfig tiny() {
   t.candidate_source_layer_id = 7;
   t.candidate_topk_blocks = 4;  // small, so that the candidate mask bites on short prompts
   t.candidate_block_size = 4;
-  t.index_n_heads = 2;
+  t.index_n_heads = 8;  // >= 8: fewer exact index-score ties, so the reference agrees with itself (docs/reference-model.md)
   t.index_head_dim = 32;
   t.index_topk = 16;
   t.engram_layer_ids = {1, 4};

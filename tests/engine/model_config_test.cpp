@@ -59,6 +59,16 @@ TEST_CASE("printing and parsing again gives the same config", "[config]") {
     CHECK(again->text_config.rms_norm_eps == config.text_config.rms_norm_eps);
     CHECK(again->text_config.compress_ratios == config.text_config.compress_ratios);
   }
+  // Float fields keep a decimal point, so that transformers' strict config classes accept the file
+  // (docs/reference-model.md, D14); integer fields stay integers.
+  const std::string tiny = model_config_to_text(preset_config("tiny", true).value());
+  for (const char* field : {"\"swiglu_limit\": 10.0,", "\"gate_temp\": 1.0,", "\"rope_theta\": 10000.0,",
+                            "\"factor\": 16.0,", "\"beta_slow\": 1.0,", "\"compress_rope_theta\": 160000.0,",
+                            "\"routed_scaling_factor\": 1.5,", "\"rms_norm_eps\": 1e-20,", "\"hc_eps\": 1e-06,",
+                            "\"hidden_size\": 32,", "\"original_max_position_embeddings\": 65536"}) {
+    INFO(field);
+    CHECK(tiny.find(field) != std::string::npos);
+  }
   // A plain preset prints no quantization_config and parses back as plain.
   auto plain = parse_model_config(model_config_to_text(preset_config("tiny", false).value()), "plain");
   REQUIRE(plain.ok());
