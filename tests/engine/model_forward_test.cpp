@@ -8,6 +8,7 @@
 #include <catch2/catch.hpp>
 
 #include <cstring>
+#include <filesystem>
 #include <numeric>
 
 namespace hippo::engine {
@@ -203,6 +204,15 @@ TEST_CASE("plain and quantised checkpoints of one seed compute the same model", 
   REQUIRE(plain.forward(a, ids).ok());
   REQUIRE(quant.forward(b, ids).ok());
   CHECK(a == b);
+}
+
+TEST_CASE("a checkpoint without its tokenizer is a clear error at load", "[model]") {
+  TempDir dir;
+  const std::string model_dir = testing::init_preset(dir, "tiny", false, 2);
+  std::filesystem::remove(std::filesystem::path(model_dir) / "tokenizer.json");
+  auto loaded = Model::load(model_dir);
+  REQUIRE_FALSE(loaded.ok());
+  CHECK_THAT(loaded.status().message(), Catch::Contains("tokenizer.json"));
 }
 
 TEST_CASE("bad requests are errors, not crashes", "[model]") {
