@@ -114,9 +114,11 @@ void ForwardPass::attend(const LayerWeights& lw, const std::vector<float>& q, co
       const int64_t kv_bytes = compressed_entry_bytes(D);
       for (const std::vector<int32_t>& picked : group.selection) {
         for (int32_t w : picked) {
-          if (group.kv_ready[static_cast<size_t>(w)]) continue;
-          decode_compressed_entry(group.kv_codes + w * kv_bytes, D, &group.kv[static_cast<size_t>(w * D)]);
-          group.kv_ready[static_cast<size_t>(w)] = 1;
+          int32_t& slot = group.kv_slot[static_cast<size_t>(w)];
+          if (slot >= 0) continue;
+          slot = static_cast<int32_t>(group.kv.size() / static_cast<size_t>(D));
+          group.kv.resize(group.kv.size() + static_cast<size_t>(D));
+          decode_compressed_entry(group.kv_codes + w * kv_bytes, D, &group.kv[static_cast<size_t>(slot) * static_cast<size_t>(D)]);
         }
       }
     }
@@ -132,7 +134,9 @@ void ForwardPass::attend(const LayerWeights& lw, const std::vector<float>& q, co
                                        : &past[static_cast<size_t>((p - (seg.pos0 - previous)) * D)]);
         }
         if (compressed) {
-          for (int32_t w : shared.selection[static_cast<size_t>(i)]) keys.push_back(&shared.kv[static_cast<size_t>(w * D)]);
+          for (int32_t w : shared.selection[static_cast<size_t>(i)]) {
+            keys.push_back(&shared.kv[static_cast<size_t>(shared.kv_slot[static_cast<size_t>(w)]) * static_cast<size_t>(D)]);
+          }
         }
         logits.resize(keys.size());
         for (int64_t h = 0; h < H; ++h) {

@@ -106,8 +106,8 @@ void ForwardPass::compress(const LayerWeights& lw, const std::vector<float>& u) 
     Shared& shared = shared_[s];
     shared.n_entries = static_cast<int64_t>(writer.kv.size()) / kv_bytes;
     shared.kv_codes = writer.kv.data();
-    shared.kv.resize(static_cast<size_t>(shared.n_entries * D));
-    shared.kv_ready.assign(static_cast<size_t>(shared.n_entries), 0);
+    shared.kv_slot.assign(static_cast<size_t>(shared.n_entries), -1);
+    shared.kv.clear();
     shared.index.resize(static_cast<size_t>(shared.n_entries * idh));
     for (int64_t e = 0; e < shared.n_entries; ++e) {
       decode_index_entry(&writer.index[static_cast<size_t>(e * index_bytes)], idh, &shared.index[static_cast<size_t>(e * idh)]);

@@ -36,8 +36,8 @@ class ForwardPass {
   struct Shared {
     int64_t n_entries = 0;
     const std::uint8_t* kv_codes = nullptr;  // the writer's compressed-KV stream
-    std::vector<float> kv;                   // [n_entries, head_dim], decoded where kv_ready
-    std::vector<std::uint8_t> kv_ready;      // attention decodes only the entries it selects
+    std::vector<int32_t> kv_slot;            // per entry: its row in kv, -1 until attention selects it
+    std::vector<float> kv;                   // the decoded entries attention selected, [slots, head_dim]
     std::vector<float> index;                // [n_entries, index_head_dim]
     bool has_selection = false;
     std::vector<std::vector<int32_t>> selection;   // per row: attended compressed entries, ascending
