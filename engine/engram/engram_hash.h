@@ -29,7 +29,7 @@ namespace hippo::engine {
 class EngramTokenMap;
 
 // A look-back entry with no token: before the sequence start, or a position that must not take part
-// in an n-gram (an image span).
+// in an n-gram (a pad, an image span).
 inline constexpr int32_t kEngramDead = -1;
 
 // The hash multipliers of an Engram layer: one per look-back shift (max_ngram_size of them), for a

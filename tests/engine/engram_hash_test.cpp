@@ -1,8 +1,8 @@
 // Engram hashing (engine/engram/engram_hash.h): the rows of every prompt position against the
 // reference's (transformers' DeepSeek-V4.1 `DeepseekV41NgramHashState`, stored as p{i}.engram_hash in
 // tests/data/golden/tiny-seed1.safetensors by scripts/gen_model_golden.py --with-hashes, for the
-// `tiny` preset), the release's multipliers and table sizes (docs/reference-model.md D16), DEAD
-// handling, and the look-back's bytes.
+// `tiny` preset) and for DEAD positions (tests/data/golden/engram-dead-mask.safetensors), the release's
+// multipliers and table sizes (docs/reference-model.md D16), and the look-back's bytes.
 #include "engine/engram/engram_hash.h"
 
 #include "engine/config/presets.h"
@@ -198,6 +198,48 @@ TEST_CASE("DEAD look-back entries pad from the first DEAD shift on") {
   CHECK(layer1(1) == rows_of({pad, pad, pad, pad}));
   CHECK(layer1(2) == rows_of({real_map().compressed_id(300), pad, pad, pad}));
   CHECK(state.history()[1] == kEngramDead);
+}
+
+// tests/data/golden/engram-dead-mask.safetensors (scripts/gen_engram_golden.py): the reference's rows
+// for a prompt with DEAD positions (attention_mask 0) at the start, inside, in a run and at the end.
+TEST_CASE("DEAD positions hash as the reference's masked ones, whole and token by token") {
+  const EngramHasher hasher = hasher_for(preset_text("tiny"));
+  auto golden = SafetensorsFile::open(test_data("golden/engram-dead-mask.safetensors"));
+  INFO(golden.status().to_string());
+  REQUIRE(golden.ok());
+  const SafetensorsEntry* ids_entry = find(*golden, "ids");
+  const SafetensorsEntry* dead_entry = find(*golden, "dead");
+  const SafetensorsEntry* hash_entry = find(*golden, "engram_hash");
+  REQUIRE(ids_entry != nullptr);
+  REQUIRE(dead_entry != nullptr);
+  REQUIRE(hash_entry != nullptr);
+  const std::vector<int32_t> ids = read_i32(*golden, *ids_entry);
+  REQUIRE(dead_entry->dtype == DType::kU8);
+  REQUIRE(dead_entry->size == ids.size());
+  std::vector<uint8_t> dead(ids.size());
+  std::memcpy(dead.data(), golden->data(*dead_entry).data(), dead.size());
+  const std::vector<int32_t> expected = read_i32(*golden, *hash_entry);
+  const auto per_position = static_cast<size_t>(hasher.n_layers() * hasher.rows_per_position());
+  REQUIRE(expected.size() == ids.size() * per_position);
+  const std::vector<int64_t> expected64(expected.begin(), expected.end());
+
+  std::vector<int64_t> whole(expected.size());
+  EngramLookback state(hasher.max_ngram_size());
+  hasher.hash_tokens(real_map(), ids, state, whole, dead);
+  CHECK(whole == expected64);
+
+  // A prefill of 30 tokens, then one decode step at a time.
+  std::vector<int64_t> stepped(expected.size());
+  EngramLookback carried(hasher.max_ngram_size());
+  const std::span<const int32_t> all_ids(ids);
+  const std::span<const uint8_t> all_dead(dead);
+  hasher.hash_tokens(real_map(), all_ids.first(30), carried, std::span(stepped).first(30 * per_position),
+                     all_dead.first(30));
+  for (std::size_t t = 30; t < ids.size(); ++t) {
+    hasher.hash_tokens(real_map(), all_ids.subspan(t, 1), carried,
+                       std::span(stepped).subspan(t * per_position, per_position), all_dead.subspan(t, 1));
+  }
+  CHECK(stepped == expected64);
 }
 
 TEST_CASE("the look-back's bytes round-trip and are validated") {

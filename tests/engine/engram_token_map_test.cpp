@@ -1,16 +1,20 @@
 // Engram's compressed token ids (engine/engram/engram_token_map.h): the map of the real tokenizer
-// against the reference's own output (tests/data/golden/engram-compressed-ids.safetensors, written by
-// scripts/gen_model_golden.py --engram-map from transformers' DeepSeek-V4.1), and the normalisation
-// rules one by one against what HF `tokenizers` 0.23.3 (the reference's normalizers) returns.
+// against the reference's own output (tests/data/golden/engram-compressed-ids.safetensors.zst, written
+// by scripts/gen_model_golden.py --engram-map from transformers' DeepSeek-V4.1: a safetensors image in
+// one zstd frame), and the normalisation rules one by one against what HF `tokenizers` 0.23.3 (the
+// reference's normalizers) returns.
 #include "engine/engram/engram_token_map.h"
 
 #include "engine/config/presets.h"
+#include "engine/engram/engram_hash.h"
 #include "engine/weights/safetensors.h"
 #include "test_paths.h"
 
 #include <catch2/catch.hpp>
+#include <zstd.h>
 
 #include <chrono>
+#include <cstddef>
 #include <cstring>
 #include <string>
 #include <vector>
@@ -31,17 +35,40 @@ const EngramTokenMap& real_map() {
   return map;
 }
 
-std::vector<int32_t> read_i32(const SafetensorsFile& file, const std::string& name) {
-  for (const SafetensorsEntry& e : file.entries()) {
-    if (e.name != name) continue;
-    REQUIRE(e.dtype == DType::kI32);
-    std::vector<int32_t> values(e.size / 4);
-    std::memcpy(values.data(), file.data(e).data(), e.size);
-    return values;
+// The reference's addressing: a safetensors image inside one zstd frame.
+class GoldenAddressing {
+ public:
+  GoldenAddressing() {
+    const std::string compressed = testing::read_file(test_data("golden/engram-compressed-ids.safetensors.zst"));
+    REQUIRE(!compressed.empty());
+    const unsigned long long size = ZSTD_getFrameContentSize(compressed.data(), compressed.size());
+    REQUIRE(size != ZSTD_CONTENTSIZE_UNKNOWN);
+    REQUIRE(size != ZSTD_CONTENTSIZE_ERROR);
+    image_.resize(size);
+    REQUIRE(ZSTD_decompress(image_.data(), image_.size(), compressed.data(), compressed.size()) == size);
+    auto entries = parse_safetensors(image_, "engram-compressed-ids.safetensors");
+    INFO(entries.status().to_string());
+    REQUIRE(entries.ok());
+    entries_ = std::move(entries).value();
   }
-  FAIL("tensor " << name << " missing from " << file.path());
-  return {};
-}
+
+  template <typename T>
+  std::vector<T> read(const std::string& name, DType dtype) const {
+    for (const SafetensorsEntry& e : entries_) {
+      if (e.name != name) continue;
+      REQUIRE(e.dtype == dtype);
+      std::vector<T> values(e.size / sizeof(T));
+      std::memcpy(values.data(), image_.data() + e.offset, e.size);
+      return values;
+    }
+    FAIL("tensor " << name << " missing from the golden Engram addressing");
+    return {};
+  }
+
+ private:
+  std::vector<std::byte> image_;
+  std::vector<SafetensorsEntry> entries_;
+};
 
 std::string normalized(std::string_view text) {
   auto out = engram_normalize(text);
@@ -55,10 +82,7 @@ TEST_CASE("the real tokenizer compresses to the reference's 99,092 classes, id f
   CHECK(map.vocab_size() == 129280);
   CHECK(map.num_classes() == 99092);
 
-  auto golden = SafetensorsFile::open(test_data("golden/engram-compressed-ids.safetensors"));
-  INFO(golden.status().to_string());
-  REQUIRE(golden.ok());
-  const std::vector<int32_t> reference = read_i32(*golden, "engram.token_map");
+  const std::vector<int32_t> reference = GoldenAddressing().read<int32_t>("engram.token_map", DType::kI32);
   REQUIRE(reference.size() == map.ids().size());
   std::size_t differing = 0;
   for (std::size_t v = 0; v < reference.size(); ++v) {
@@ -67,6 +91,28 @@ TEST_CASE("the real tokenizer compresses to the reference's 99,092 classes, id f
     }
   }
   CHECK(differing == 0);
+}
+
+TEST_CASE("the tiny preset's multipliers, primes and offsets are the reference's") {
+  auto config = preset_config("tiny", false);
+  REQUIRE(config.ok());
+  auto hasher = EngramHasher::create(config->text_config, real_map());
+  INFO(hasher.status().to_string());
+  REQUIRE(hasher.ok());
+  const GoldenAddressing golden;
+  const std::vector<int64_t> multipliers = golden.read<int64_t>("engram.multipliers", DType::kI64);
+  const std::vector<int64_t> primes = golden.read<int64_t>("engram.primes", DType::kI64);
+  const std::vector<int64_t> offsets = golden.read<int64_t>("engram.offsets", DType::kI64);
+  std::vector<int64_t> ours_multipliers, ours_primes, ours_offsets;
+  for (int l = 0; l < hasher->n_layers(); ++l) {
+    const EngramLayerAddressing& layer = hasher->layer(l);
+    ours_multipliers.insert(ours_multipliers.end(), layer.multipliers.begin(), layer.multipliers.end());
+    ours_primes.insert(ours_primes.end(), layer.primes.begin(), layer.primes.end());
+    ours_offsets.insert(ours_offsets.end(), layer.offsets.begin(), layer.offsets.end());
+  }
+  CHECK(ours_multipliers == multipliers);
+  CHECK(ours_primes == primes);
+  CHECK(ours_offsets == offsets);
 }
 
 TEST_CASE("compressed ids are numbered by first appearance") {
@@ -90,7 +136,7 @@ TEST_CASE("the Engram map builds in well under a second") {
   CHECK(seconds < 1.0);
 }
 
-TEST_CASE("tokens that normalise alike share a class; byte fragments keep their own") {
+TEST_CASE("tokens that normalise alike share a class and byte fragments keep their own") {
   const EngramTokenMap& map = real_map();
   auto tokenizer = tokenizer::Tokenizer::load(std::filesystem::path(tokenizer_dir()) / "tokenizer.json");
   REQUIRE(tokenizer.ok());
