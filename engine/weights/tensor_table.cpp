@@ -40,6 +40,13 @@ int fan_in_exponent(int64_t fan_in) {
   return -(log2 / 2);
 }
 
+// The projections that write into the residual streams (attention wo_b, expert w2, Engram wkv) start
+// this many binades below fan-in scale, as in a trained model whose blocks make small updates to the
+// streams. A random model at full gain amplifies every one-step rounding of the QAT quantisers
+// (window FP8, compressed and index FP4) into logit changes above the reference's own run-to-run
+// agreement (docs/reference-model.md, "Sensitivity"), which would leave nothing comparable.
+constexpr int kResidualWriteShift = 4;
+
 class Builder {
  public:
   explicit Builder(const ModelConfig& config) : quantised_(config.quantised()) {
@@ -80,17 +87,17 @@ class Builder {
   }
 
   // A dense linear: FP8 + block scales when quantised, BF16 otherwise.
-  void dense(const std::string& prefix, int64_t out, int64_t in) {
-    block_quantised(prefix, out, in, fp8_block_, fan_in_exponent(in));
+  void dense(const std::string& prefix, int64_t out, int64_t in, int shift = 0) {
+    block_quantised(prefix, out, in, fp8_block_, fan_in_exponent(in) - shift);
   }
   // An Engram table: FP8 rows with one scale per 32 when quantised.
   void engram_rows(const std::string& prefix, int64_t rows, int64_t dim) {
     block_quantised(prefix, rows, dim, {1, 32}, fan_in_exponent(dim));
   }
   // A routed expert's linear: packed FP4 + per-32 scales when quantised, BF16 otherwise.
-  void expert(const std::string& prefix, int64_t out, int64_t in) {
+  void expert(const std::string& prefix, int64_t out, int64_t in, int shift = 0) {
     // E2M1 magnitudes reach 6 (vs about 1 for the FP8 codes used here): two binades lower scales.
-    const InitRule init{InitRule::Kind::kFp4, 0, fan_in_exponent(in) - 2, 0};
+    const InitRule init{InitRule::Kind::kFp4, 0, fan_in_exponent(in) - 2 - shift, 0};
     const std::vector<int64_t> block{1, kFp4BlockSize};
     const std::string weight = prefix + ".weight";
     if (!quantised_) {
@@ -186,7 +193,7 @@ void add_block(Builder& b, const TextConfig& t, const std::string& p, int64_t la
   b.norm(p + "attn.kv_norm.weight", t.head_dim);
   // wo_a: o_groups blocks of [o_lora_rank, heads_dim / o_groups], stacked.
   b.dense(p + "attn.wo_a", t.o_groups * t.o_lora_rank, heads_dim / t.o_groups);
-  b.dense(p + "attn.wo_b", d, t.o_groups * t.o_lora_rank);
+  b.dense(p + "attn.wo_b", d, t.o_groups * t.o_lora_rank, kResidualWriteShift);
   b.f32(p + "attn.attn_sink", {t.num_attention_heads}, {InitRule::Kind::kUniform, 0, 0, 24});
 
   in_scope(Component::kRouter);
@@ -199,14 +206,14 @@ void add_block(Builder& b, const TextConfig& t, const std::string& p, int64_t la
   for (int64_t e = 0; e < n_experts; ++e) {
     const std::string expert = fmt::format("{}ffn.experts.{}.", p, e);
     b.expert(expert + "w1", width, d);  // gate
-    b.expert(expert + "w2", d, width);  // down
+    b.expert(expert + "w2", d, width, kResidualWriteShift);  // down
     b.expert(expert + "w3", width, d);  // up
   }
   if (t.n_shared_experts > 0) {
     in_scope(Component::kSharedExperts);
     const int64_t shared = width * t.n_shared_experts;
     b.dense(p + "ffn.shared_experts.w1", shared, d);
-    b.dense(p + "ffn.shared_experts.w2", d, shared);
+    b.dense(p + "ffn.shared_experts.w2", d, shared, kResidualWriteShift);
     b.dense(p + "ffn.shared_experts.w3", shared, d);
   }
 }
@@ -237,7 +244,7 @@ void add_trunk_layer(Builder& b, const TextConfig& t, const LayerRole& role) {
     b.set_scope(Component::kEngramTable, role.layer);
     b.engram_rows(p + "engram.embed", rows, t.engram_head_dim);
     b.set_scope(Component::kEngram, role.layer);
-    b.dense(p + "engram.wkv", (t.hc_mult + 1) * d, gathered);  // n keys, then the value
+    b.dense(p + "engram.wkv", (t.hc_mult + 1) * d, gathered, kResidualWriteShift);  // n keys, then the value
     b.f32(p + "engram.q_weight", {t.hc_mult, d}, {InitRule::Kind::kUniform, 1.0, -4, 16});
     b.f32(p + "engram.k_weight", {t.hc_mult, d}, {InitRule::Kind::kUniform, 1.0, -4, 16});
   }

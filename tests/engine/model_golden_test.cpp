@@ -1,19 +1,26 @@
 // The forward pass against golden data from Hugging Face transformers' DeepseekV41ForCausalLM
 // (scripts/gen_model_golden.py; docs/reference-model.md): logits at every prompt position (on the
 // stored top-K ids, the log-sum-exp and fixed probe ids) and a greedy continuation, for the plain and
-// the quantised `tiny` checkpoint that `model init` writes from the golden file's seed.
+// the quantised `tiny` checkpoint that `model init` writes from the golden file's seed (its shards'
+// sha256 must equal the ones the reference read).
 //
-// Tolerance: max |Δ| <= 1e-3 on logits. Both sides compute in fp32 with the same dequantised
-// weights; they differ only in summation order (ulps) and in the last bit of exp/cos/pow. The
-// reference does not agree with itself beyond the position its self-check calls unstable (a QAT
-// rounding or a top-k choice flips between its cached and one-shot runs), so positions from there on
-// are not compared.
+// Tolerance (docs/engine.md, "Agreement with the reference"). Both sides compute in fp32 with the
+// same dequantised weights and differ only in summation order, which moves values by ulps. Where
+// such a difference lands on the other side of a QAT rounding boundary or reorders a near-tie of an
+// indexer top-k, that one decision flips and the logits at that position move by up to ~0.1; torch
+// run against itself (one-shot vs cached prefill) shows the same isolated flips. So:
+//   - every position of the short prompts, and at least 98% of the positions of the long one,
+//     within kTolerance = 1e-3; the rest (flips) within kFlipBound;
+//   - top-1 identical at every position, except where the reference's top-1/top-2 margin is
+//     smaller than twice that position's difference (a flip can explain the swap);
+//   - the greedy continuation's 32 tokens identical (each step fed the reference's previous token).
 #include "engine/model/model.h"
 #include "engine/sampling/sampler.h"
 #include "engine/weights/safetensors.h"
 #include "tests/engine/test_paths.h"
 
 #include <boost/json/parse.hpp>
+#include <openssl/sha.h>
 #include <fmt/format.h>
 #include <boost/json/value.hpp>
 #include <catch2/catch.hpp>
@@ -30,6 +37,9 @@ namespace hippo::engine {
 namespace {
 
 constexpr double kTolerance = 1e-3;
+constexpr double kFlipBound = 0.25;
+constexpr double kMaxFlipFraction = 0.02;
+constexpr int64_t kShortPrompt = 512;  // prompts up to this length allow no flip
 const char* kGoldenFile = "golden/tiny-seed1.safetensors";
 
 struct GoldenPrompt {
@@ -40,12 +50,13 @@ struct GoldenPrompt {
   std::vector<float> top_logits, lse, probe_logits;
   std::vector<int32_t> greedy_ids, greedy_top_ids;
   std::vector<float> greedy_top_logits, greedy_lse;
-  std::optional<int64_t> first_unstable;  // sequence position; decode step n is position S - 1 + n
+  std::optional<int64_t> first_unstable;  // where torch's one-shot and cached runs first differ (reported)
 };
 
 struct Golden {
   uint64_t seed = 0;
   std::string preset;
+  std::map<std::string, std::string> shard_sha256;  // of the plain checkpoint the reference read
   std::vector<GoldenPrompt> prompts;
 };
 
@@ -83,6 +94,9 @@ const Golden& golden() {
       if (word == "--seed") words >> out.seed;
     }
     REQUIRE(!out.preset.empty());
+    for (const auto& [shard, digest] : meta.at("checkpoint").at("load").at("shards").as_object()) {
+      out.shard_sha256[std::string(shard)] = std::string(digest.as_string());
+    }
     const auto& prompts = meta.at("prompts").as_array();
     for (size_t i = 0; i < prompts.size(); ++i) {
       GoldenPrompt p;
@@ -111,6 +125,15 @@ const Golden& golden() {
   return g;
 }
 
+std::string sha256_of_file(const std::string& path) {
+  const std::string bytes = testing::read_file(path);
+  unsigned char digest[SHA256_DIGEST_LENGTH];
+  SHA256(reinterpret_cast<const unsigned char*>(bytes.data()), bytes.size(), digest);
+  std::string hex;
+  for (unsigned char b : digest) hex += fmt::format("{:02x}", b);
+  return hex;
+}
+
 double log_sum_exp(const float* logits, int64_t n) {
   double m = -INFINITY;
   for (int64_t i = 0; i < n; ++i) m = std::max(m, static_cast<double>(logits[i]));
@@ -135,6 +158,13 @@ void check_against_golden(bool quantised) {
   const Golden& g = golden();
   testing::TempDir dir;
   const std::string model_dir = testing::init_preset(dir, g.preset, quantised, g.seed);
+  if (!quantised) {  // the golden file must describe exactly the weights `model init` writes today
+    for (const auto& [shard, digest] : g.shard_sha256) {
+      INFO("shard " << shard << ": model init no longer writes the checkpoint the golden data came from; "
+                    "regenerate it (tests/data/golden/README.md)");
+      CHECK(sha256_of_file(model_dir + "/" + shard) == digest);
+    }
+  }
   ModelOptions options;
   options.n_threads = 2;
   auto loaded = Model::load(model_dir, options);
@@ -145,48 +175,56 @@ void check_against_golden(bool quantised) {
 
   for (const GoldenPrompt& p : g.prompts) {
     const int64_t s = static_cast<int64_t>(p.ids.size());
-    const int64_t limit = std::getenv("HIPPO_GOLDEN_ALL") ? INT64_MAX : p.first_unstable.value_or(INT64_MAX);
     SessionState state = model.new_session();
     std::vector<float> logits;
     REQUIRE(model.forward(state, p.ids, &logits).ok());
-    double worst = 0;
-    int64_t compared = 0, top1_checked = 0;
-    for (int64_t pos = 0; pos < std::min(s, limit); ++pos) {
+    double worst = 0, worst_flip = 0;
+    int64_t flips = 0, explained_swaps = 0;
+    for (int64_t pos = 0; pos < s; ++pos) {
       const float* row = &logits[static_cast<size_t>(pos * vocab)];
       const double d = compare_position(row, vocab, &p.top_ids[static_cast<size_t>(pos * p.k)],
                                         &p.top_logits[static_cast<size_t>(pos * p.k)], p.k, p.lse[static_cast<size_t>(pos)],
                                         &p.probe_logits[static_cast<size_t>(pos * p.j)], p.j, pos);
-      INFO(p.name << " position " << pos);
-      if (d > kTolerance && std::getenv("HIPPO_GOLDEN_ALL")) std::cout << "first over at " << pos << " d=" << d << "\n";
-      if (d > kTolerance && std::getenv("HIPPO_GOLDEN_ALL")) break;
-      CHECK(d <= kTolerance);
-      worst = std::max(worst, d);
-      ++compared;
+      INFO(p.name << " position " << pos << " max |d| " << d);
+      CHECK(d <= kFlipBound);
+      if (d > kTolerance) {
+        ++flips;
+        worst_flip = std::max(worst_flip, d);
+      } else {
+        worst = std::max(worst, d);
+      }
       const float margin = p.top_logits[static_cast<size_t>(pos * p.k)] - p.top_logits[static_cast<size_t>(pos * p.k + 1)];
-      if (margin > 2 * kTolerance) {
-        CHECK(argmax(std::span(row, static_cast<size_t>(vocab))) == p.top_ids[static_cast<size_t>(pos * p.k)]);
-        ++top1_checked;
+      if (argmax(std::span(row, static_cast<size_t>(vocab))) != p.top_ids[static_cast<size_t>(pos * p.k)]) {
+        CHECK(margin <= 2 * std::max(d, kTolerance));
+        ++explained_swaps;
       }
     }
-    // Greedy continuation, fed the reference's tokens so one difference cannot cascade.
+    // Greedy continuation, fed the reference's tokens so that one difference cannot cascade.
     double worst_decode = 0;
-    int64_t steps = 0;
-    for (size_t n = 0; n < p.greedy_ids.size() && s - 1 + static_cast<int64_t>(n) < limit; ++n) {
+    for (size_t n = 0; n < p.greedy_ids.size(); ++n) {
       if (n > 0) REQUIRE(model.forward(state, std::span(&p.greedy_ids[n - 1], 1)).ok());
       const std::vector<float>& next = state.next_logits();
       const double d = compare_position(next.data(), vocab, &p.greedy_top_ids[n * static_cast<size_t>(p.k)],
                                         &p.greedy_top_logits[n * static_cast<size_t>(p.k)], p.k, p.greedy_lse[n],
                                         nullptr, 0, 0);
-      INFO(p.name << " greedy step " << n);
-      CHECK(d <= kTolerance);
+      INFO(p.name << " greedy step " << n << " max |d| " << d);
       CHECK(argmax(next) == p.greedy_ids[n]);
+      CHECK(d <= kFlipBound);
+      if (d > kTolerance) ++flips;
       worst_decode = std::max(worst_decode, d);
-      ++steps;
     }
-    std::cout << (quantised ? "quantised " : "plain     ") << p.name << ": " << s << " tokens, " << compared
-              << " positions compared (top-1 at " << top1_checked << "), max |d| " << worst << "; " << steps
-              << " greedy steps, max |d| " << worst_decode << "\n";
-    CHECK(compared >= std::min<int64_t>(s, 64));
+    const int64_t compared = s + static_cast<int64_t>(p.greedy_ids.size());
+    std::cout << (quantised ? "quantised " : "plain     ") << p.name << ": " << s << " positions + "
+              << p.greedy_ids.size() << " greedy steps; within 1e-3: max |d| " << worst << "; flips " << flips
+              << " (max |d| " << worst_flip << "), top-1 swaps " << explained_swaps << ", greedy max |d| "
+              << worst_decode << "; the reference's own first unstable position: "
+              << (p.first_unstable ? std::to_string(*p.first_unstable) : std::string("none")) << "\n";
+    INFO(p.name << ": " << flips << " flips in " << compared << " positions");
+    if (s <= kShortPrompt) {
+      CHECK(flips == 0);
+    } else {
+      CHECK(static_cast<double>(flips) <= kMaxFlipFraction * static_cast<double>(compared));
+    }
   }
 }
 
