@@ -47,6 +47,7 @@ class ByteReader {
   bool get_array(std::vector<T>& values, size_t count) {
     if ((bytes_.size() - offset_) / sizeof(T) < count) return false;
     values.resize(count);
+    if (count == 0) return true;  // memcpy must not see the null data() of an empty vector
     std::memcpy(values.data(), bytes_.data() + offset_, count * sizeof(T));
     offset_ += count * sizeof(T);
     return true;
@@ -225,7 +226,7 @@ Result<SessionState> SessionState::restore(const TextConfig& text, std::span<con
                                                 tokens->bytes.size(), n_tokens, n_tokens * 4));
   }
   state.token_ids_.resize(static_cast<size_t>(n_tokens));
-  std::memcpy(state.token_ids_.data(), tokens->bytes.data(), tokens->bytes.size());
+  if (n_tokens > 0) std::memcpy(state.token_ids_.data(), tokens->bytes.data(), tokens->bytes.size());
   if ((n_tokens == 0) != (n_logits == 0)) return corrupt("logits present without tokens, or missing");
   return state;
 }
