@@ -26,24 +26,6 @@
 namespace hippo::engine {
 namespace {
 
-void append_utf8(char32_t cp, std::string& out) {
-  if (cp < 0x80) {
-    out.push_back(static_cast<char>(cp));
-  } else if (cp < 0x800) {
-    out.push_back(static_cast<char>(0xC0 | (cp >> 6)));
-    out.push_back(static_cast<char>(0x80 | (cp & 0x3F)));
-  } else if (cp < 0x10000) {
-    out.push_back(static_cast<char>(0xE0 | (cp >> 12)));
-    out.push_back(static_cast<char>(0x80 | ((cp >> 6) & 0x3F)));
-    out.push_back(static_cast<char>(0x80 | (cp & 0x3F)));
-  } else {
-    out.push_back(static_cast<char>(0xF0 | (cp >> 18)));
-    out.push_back(static_cast<char>(0x80 | ((cp >> 12) & 0x3F)));
-    out.push_back(static_cast<char>(0x80 | ((cp >> 6) & 0x3F)));
-    out.push_back(static_cast<char>(0x80 | (cp & 0x3F)));
-  }
-}
-
 // GPT-2's byte-to-character alphabet, in which tokenizer.json spells its byte-level tokens: the
 // printable Latin-1 bytes stand for themselves, the other 68 bytes for U+0100, U+0101, ... in order.
 std::array<char32_t, 256> byte_level_alphabet() {
@@ -59,7 +41,7 @@ std::array<char32_t, 256> byte_level_alphabet() {
 // The token as tokenizer.json spells it (what HF's `id_to_token` returns for a byte-level token).
 void append_byte_level_spelling(std::string_view bytes, std::string& out) {
   static const std::array<char32_t, 256> alphabet = byte_level_alphabet();
-  for (char c : bytes) append_utf8(alphabet[static_cast<unsigned char>(c)], out);
+  for (char c : bytes) tokenizer::append_utf8(alphabet[static_cast<unsigned char>(c)], out);
 }
 
 bool is_collapsed_space(char32_t cp) { return cp == ' ' || cp == '\t' || cp == '\r' || cp == '\n'; }
@@ -130,7 +112,7 @@ class TextNormalizer {
     while (end > begin && u_isUWhiteSpace(static_cast<UChar32>(chars_[end - 1]))) --end;
     // The reference's sentinel is U+E000, put back as " " after the strip: any U+E000 of the text
     // itself becomes a space too.
-    for (std::size_t i = begin; i < end; ++i) append_utf8(chars_[i] == 0xE000 ? U' ' : chars_[i], out);
+    for (std::size_t i = begin; i < end; ++i) tokenizer::append_utf8(chars_[i] == 0xE000 ? U' ' : chars_[i], out);
     return {};
   }
 

@@ -33,6 +33,20 @@ struct DecodeTables {
 };
 const DecodeTables kTables;
 
+// E2M1 codes (two per byte, even element low) times one scale byte per block, decoded through
+// `scale_table` (E4M3 for compressed KV, UE8M0 for index keys). The scales follow the codes.
+void decode_fp4(const std::uint8_t* in, int64_t dim, int64_t block, const float* scale_table, float* x) {
+  const std::uint8_t* scales = in + dim / 2;
+  for (int64_t b = 0; b < dim / block; ++b) {
+    const float scale = scale_table[scales[b]];
+    for (int64_t i = b * block; i < (b + 1) * block; i += 2) {
+      const std::uint8_t byte = in[i / 2];
+      x[i] = kTables.e2m1[byte & 0xF] * scale;
+      x[i + 1] = kTables.e2m1[byte >> 4] * scale;
+    }
+  }
+}
+
 float block_amax(const float* x, int64_t n) {
   float amax = 0.0f;
   for (int64_t i = 0; i < n; ++i) amax = std::max(amax, std::fabs(x[i]));
@@ -123,15 +137,7 @@ void encode_compressed_entry(const float* x, int64_t dim, std::uint8_t* out) {
 }
 
 void decode_compressed_entry(const std::uint8_t* in, int64_t dim, float* x) {
-  const std::uint8_t* scales = in + dim / 2;
-  for (int64_t b = 0; b < dim / kCompressedScaleBlock; ++b) {
-    const float scale = kTables.e4m3[scales[b]];
-    for (int64_t i = b * kCompressedScaleBlock; i < (b + 1) * kCompressedScaleBlock; i += 2) {
-      const std::uint8_t byte = in[i / 2];
-      x[i] = kTables.e2m1[byte & 0xF] * scale;
-      x[i + 1] = kTables.e2m1[byte >> 4] * scale;
-    }
-  }
+  decode_fp4(in, dim, kCompressedScaleBlock, kTables.e4m3, x);
 }
 
 void encode_index_entry(const float* x, int64_t dim, std::uint8_t* out) {
@@ -139,15 +145,7 @@ void encode_index_entry(const float* x, int64_t dim, std::uint8_t* out) {
 }
 
 void decode_index_entry(const std::uint8_t* in, int64_t dim, float* x) {
-  const std::uint8_t* scales = in + dim / 2;
-  for (int64_t b = 0; b < dim / kIndexScaleBlock; ++b) {
-    const float scale = kTables.e8m0[scales[b]];
-    for (int64_t i = b * kIndexScaleBlock; i < (b + 1) * kIndexScaleBlock; i += 2) {
-      const std::uint8_t byte = in[i / 2];
-      x[i] = kTables.e2m1[byte & 0xF] * scale;
-      x[i + 1] = kTables.e2m1[byte >> 4] * scale;
-    }
-  }
+  decode_fp4(in, dim, kIndexScaleBlock, kTables.e8m0, x);
 }
 
 void fp4_ue8m0_round_trip(float* x, int64_t dim) {

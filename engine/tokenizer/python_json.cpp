@@ -65,7 +65,7 @@ class Reformatter {
             }
           }
           if (cp >= 0xD800 && cp <= 0xDFFF) cp = kReplacementChar;  // a lone surrogate
-          append_code_point(cp, text);
+          append_utf8(static_cast<char32_t>(cp), text);
           break;
         }
         default:
@@ -120,24 +120,6 @@ class Reformatter {
       else return error("bad hex digit");
     }
     return {};
-  }
-
-  static void append_code_point(std::uint32_t cp, std::string& out) {
-    if (cp < 0x80) {
-      out.push_back(static_cast<char>(cp));
-    } else if (cp < 0x800) {
-      out.push_back(static_cast<char>(0xC0 | (cp >> 6)));
-      out.push_back(static_cast<char>(0x80 | (cp & 0x3F)));
-    } else if (cp < 0x10000) {
-      out.push_back(static_cast<char>(0xE0 | (cp >> 12)));
-      out.push_back(static_cast<char>(0x80 | ((cp >> 6) & 0x3F)));
-      out.push_back(static_cast<char>(0x80 | (cp & 0x3F)));
-    } else {
-      out.push_back(static_cast<char>(0xF0 | (cp >> 18)));
-      out.push_back(static_cast<char>(0x80 | ((cp >> 12) & 0x3F)));
-      out.push_back(static_cast<char>(0x80 | ((cp >> 6) & 0x3F)));
-      out.push_back(static_cast<char>(0x80 | (cp & 0x3F)));
-    }
   }
 
   bool literal(std::string_view word) {

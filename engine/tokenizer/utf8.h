@@ -27,6 +27,9 @@ Utf8Step decode_utf8(std::string_view text, std::size_t pos);
 // True when `text` is valid UTF-8.
 bool is_valid_utf8(std::string_view text);
 
+// Appends the UTF-8 encoding of code point `cp` (at most U+10FFFF; surrogates are the caller's care).
+void append_utf8(char32_t cp, std::string& out);
+
 // `text` with every invalid sequence replaced by U+FFFD (the maximal subpart rule).
 std::string repair_utf8(std::string_view text);
 void append_repaired_utf8(std::string_view text, std::string& out);

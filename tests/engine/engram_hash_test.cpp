@@ -8,7 +8,8 @@
 #include "engine/config/presets.h"
 #include "engine/engram/engram_token_map.h"
 #include "engine/weights/safetensors.h"
-#include "test_paths.h"
+#include "tests/engine/engram_test_map.h"
+#include "tests/engine/test_paths.h"
 
 #include <catch2/catch.hpp>
 #include <fmt/format.h>
@@ -22,19 +23,10 @@ namespace {
 
 using testing::test_data;
 using testing::tokenizer_dir;
-
-const EngramTokenMap& real_map() {
-  static const EngramTokenMap map = [] {
-    auto built = EngramTokenMap::build(std::filesystem::path(tokenizer_dir()) / "tokenizer.json");
-    INFO(built.status().to_string());
-    REQUIRE(built.ok());
-    return std::move(built).value();
-  }();
-  return map;
-}
+using testing::real_engram_map;
 
 EngramHasher hasher_for(const TextConfig& config) {
-  auto hasher = EngramHasher::create(config, real_map());
+  auto hasher = EngramHasher::create(config, real_engram_map());
   INFO(hasher.status().to_string());
   REQUIRE(hasher.ok());
   return std::move(hasher).value();
@@ -63,7 +55,7 @@ std::vector<int32_t> read_i32(const SafetensorsFile& file, const SafetensorsEntr
 std::vector<int64_t> hash_sequence(const EngramHasher& hasher, std::span<const int32_t> ids) {
   std::vector<int64_t> rows(ids.size() * static_cast<size_t>(hasher.n_layers() * hasher.rows_per_position()));
   EngramLookback state(hasher.max_ngram_size());
-  hasher.hash_tokens(real_map(), ids, state, rows);
+  hasher.hash_tokens(real_engram_map(), ids, state, rows);
   return rows;
 }
 
@@ -104,7 +96,7 @@ TEST_CASE("hashing reproduces the reference's rows for every golden prompt (tiny
     for (std::size_t begin = 0; begin < ids.size();) {
       const std::size_t end = std::min(ids.size(), begin + 1 + begin % 5);
       std::vector<int64_t> part((end - begin) * per_position);
-      hasher.hash_tokens(real_map(), std::span(ids).subspan(begin, end - begin), state, part);
+      hasher.hash_tokens(real_engram_map(), std::span(ids).subspan(begin, end - begin), state, part);
       chunked.insert(chunked.end(), part.begin(), part.end());
       auto restored =
           EngramLookback::restore(state.serialize(), hasher.max_ngram_size(), hasher.compressed_vocab_size());
@@ -126,7 +118,7 @@ TEST_CASE("the release config's multipliers, primes and table sizes") {
   CHECK(hasher.max_ngram_size() == 4);
   CHECK(hasher.rows_per_position() == 24);
   CHECK(hasher.compressed_vocab_size() == 99092);
-  CHECK(hasher.pad_id() == real_map().compressed_id(2));
+  CHECK(hasher.pad_id() == real_engram_map().compressed_id(2));
 
   const EngramLayerAddressing& first = hasher.layer(0);
   const EngramLayerAddressing& second = hasher.layer(1);
@@ -181,8 +173,8 @@ TEST_CASE("DEAD look-back entries pad from the first DEAD shift on") {
   const std::vector<int64_t> all = hash_sequence(hasher, ids);
   const auto c = static_cast<size_t>(hasher.rows_per_position());
   const auto per_position = static_cast<size_t>(hasher.n_layers()) * c;
-  const int32_t x0 = real_map().compressed_id(100);
-  const int32_t x1 = real_map().compressed_id(200);
+  const int32_t x0 = real_engram_map().compressed_id(100);
+  const int32_t x1 = real_engram_map().compressed_id(200);
   const std::vector<int64_t> second_position(all.begin() + static_cast<std::ptrdiff_t>(per_position + c),
                                              all.begin() + static_cast<std::ptrdiff_t>(per_position + 2 * c));
   CHECK(second_position == rows_of({x1, x0, pad, pad}));
@@ -190,13 +182,13 @@ TEST_CASE("DEAD look-back entries pad from the first DEAD shift on") {
   std::vector<int64_t> masked(3 * per_position);
   EngramLookback state(hasher.max_ngram_size());
   const std::vector<uint8_t> dead = {0, 1, 0};
-  hasher.hash_tokens(real_map(), ids, state, masked, dead);
+  hasher.hash_tokens(real_engram_map(), ids, state, masked, dead);
   const auto layer1 = [&](size_t position) {
     return std::vector<int64_t>(masked.begin() + static_cast<std::ptrdiff_t>(position * per_position + c),
                                 masked.begin() + static_cast<std::ptrdiff_t>(position * per_position + 2 * c));
   };
   CHECK(layer1(1) == rows_of({pad, pad, pad, pad}));
-  CHECK(layer1(2) == rows_of({real_map().compressed_id(300), pad, pad, pad}));
+  CHECK(layer1(2) == rows_of({real_engram_map().compressed_id(300), pad, pad, pad}));
   CHECK(state.history()[1] == kEngramDead);
 }
 
@@ -225,7 +217,7 @@ TEST_CASE("DEAD positions hash as the reference's masked ones, whole and token b
 
   std::vector<int64_t> whole(expected.size());
   EngramLookback state(hasher.max_ngram_size());
-  hasher.hash_tokens(real_map(), ids, state, whole, dead);
+  hasher.hash_tokens(real_engram_map(), ids, state, whole, dead);
   CHECK(whole == expected64);
 
   // A prefill of 30 tokens, then one decode step at a time.
@@ -233,10 +225,10 @@ TEST_CASE("DEAD positions hash as the reference's masked ones, whole and token b
   EngramLookback carried(hasher.max_ngram_size());
   const std::span<const int32_t> all_ids(ids);
   const std::span<const uint8_t> all_dead(dead);
-  hasher.hash_tokens(real_map(), all_ids.first(30), carried, std::span(stepped).first(30 * per_position),
+  hasher.hash_tokens(real_engram_map(), all_ids.first(30), carried, std::span(stepped).first(30 * per_position),
                      all_dead.first(30));
   for (std::size_t t = 30; t < ids.size(); ++t) {
-    hasher.hash_tokens(real_map(), all_ids.subspan(t, 1), carried,
+    hasher.hash_tokens(real_engram_map(), all_ids.subspan(t, 1), carried,
                        std::span(stepped).subspan(t * per_position, per_position), all_dead.subspan(t, 1));
   }
   CHECK(stepped == expected64);
@@ -288,7 +280,7 @@ TEST_CASE("hasher creation refuses inconsistent configs") {
   TextConfig other_vocab = config;
   other_vocab.engram_compressed_vocab_size = 1234;
   CHECK(EngramHasher::create(other_vocab, 0).status().code() == ErrorCode::kNotFound);  // no multipliers
-  CHECK(EngramHasher::create(other_vocab, real_map()).status().code() == ErrorCode::kInvalidArgument);
+  CHECK(EngramHasher::create(other_vocab, real_engram_map()).status().code() == ErrorCode::kInvalidArgument);
 }
 
 }  // namespace

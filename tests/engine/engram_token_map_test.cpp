@@ -8,7 +8,8 @@
 #include "engine/config/presets.h"
 #include "engine/engram/engram_hash.h"
 #include "engine/weights/safetensors.h"
-#include "test_paths.h"
+#include "tests/engine/engram_test_map.h"
+#include "tests/engine/test_paths.h"
 
 #include <catch2/catch.hpp>
 #include <zstd.h>
@@ -24,16 +25,7 @@ namespace {
 
 using testing::test_data;
 using testing::tokenizer_dir;
-
-const EngramTokenMap& real_map() {
-  static const EngramTokenMap map = [] {
-    auto built = EngramTokenMap::build(std::filesystem::path(tokenizer_dir()) / "tokenizer.json");
-    INFO(built.status().to_string());
-    REQUIRE(built.ok());
-    return std::move(built).value();
-  }();
-  return map;
-}
+using testing::real_engram_map;
 
 // The reference's addressing: a safetensors image inside one zstd frame.
 class GoldenAddressing {
@@ -78,7 +70,7 @@ std::string normalized(std::string_view text) {
 }
 
 TEST_CASE("the real tokenizer compresses to the reference's 99,092 classes, id for id") {
-  const EngramTokenMap& map = real_map();
+  const EngramTokenMap& map = real_engram_map();
   CHECK(map.vocab_size() == 129280);
   CHECK(map.num_classes() == 99092);
 
@@ -96,7 +88,7 @@ TEST_CASE("the real tokenizer compresses to the reference's 99,092 classes, id f
 TEST_CASE("the tiny preset's multipliers, primes and offsets are the reference's") {
   auto config = preset_config("tiny", false);
   REQUIRE(config.ok());
-  auto hasher = EngramHasher::create(config->text_config, real_map());
+  auto hasher = EngramHasher::create(config->text_config, real_engram_map());
   INFO(hasher.status().to_string());
   REQUIRE(hasher.ok());
   const GoldenAddressing golden;
@@ -116,7 +108,7 @@ TEST_CASE("the tiny preset's multipliers, primes and offsets are the reference's
 }
 
 TEST_CASE("compressed ids are numbered by first appearance") {
-  const EngramTokenMap& map = real_map();
+  const EngramTokenMap& map = real_engram_map();
   int32_t next = 0;
   for (int32_t id : map.ids()) {
     REQUIRE(id <= next);
@@ -137,7 +129,7 @@ TEST_CASE("the Engram map builds in well under a second") {
 }
 
 TEST_CASE("tokens that normalise alike share a class and byte fragments keep their own") {
-  const EngramTokenMap& map = real_map();
+  const EngramTokenMap& map = real_engram_map();
   auto tokenizer = tokenizer::Tokenizer::load(std::filesystem::path(tokenizer_dir()) / "tokenizer.json");
   REQUIRE(tokenizer.ok());
   const auto single = [&](std::string_view text) {
@@ -162,16 +154,16 @@ TEST_CASE("the config's compressed vocabulary must match the map") {
   auto config = preset_config("tiny", false);
   REQUIRE(config.ok());
   TextConfig text = config->text_config;
-  CHECK(check_engram_token_map(text, real_map()).ok());
+  CHECK(check_engram_token_map(text, real_engram_map()).ok());
 
   text.engram_compressed_vocab_size = 99091;
-  const Status wrong = check_engram_token_map(text, real_map());
+  const Status wrong = check_engram_token_map(text, real_engram_map());
   CHECK(wrong.code() == ErrorCode::kInvalidArgument);
   CHECK_THAT(wrong.message(), Catch::Contains("engram_compressed_vocab_size is 99091") &&
                                   Catch::Contains("99092 classes"));
 
   text.engram_layer_ids.clear();  // no Engram layers: nothing to check
-  CHECK(check_engram_token_map(text, real_map()).ok());
+  CHECK(check_engram_token_map(text, real_engram_map()).ok());
 }
 
 // Expected values: HF tokenizers 0.23.3 with the reference's normalizer sequence.
