@@ -44,7 +44,7 @@ TEST_CASE("a command line without a subcommand, or with an unknown one, is a usa
 
 TEST_CASE("subcommands that are not built yet say so and exit 69", "[cli]") {
   for (std::vector<const char*> args : std::vector<std::vector<const char*>>{
-           {"serve"}, {"serve", "--port", "9000"}, {"chat"}, {"key", "create"}, {"bench", "model"}}) {
+           {"serve"}, {"serve", "--port", "9000"}, {"chat"}, {"key", "create"}}) {
     auto r = run_cli(args);
     INFO(args.front());
     CHECK(r.code == hippo::cli::kExitUnavailable);
@@ -62,6 +62,17 @@ TEST_CASE("run needs a model and a prompt", "[cli]") {
   CHECK_THAT(no_prompt.err, Catch::Contains("give --prompt or --prompt-file"));
   auto missing = run_cli({"run", "--model", "/nonexistent", "--prompt", "hi"});
   CHECK(missing.code == hippo::cli::kExitFailure);
+}
+
+TEST_CASE("bench model needs a checkpoint and well-formed contexts", "[cli]") {
+  CHECK(run_cli({"bench", "model"}).code == hippo::cli::kExitUsage);
+  CHECK(run_cli({"bench", "model", "--model", "/nonexistent", "--decode-steps", "0"}).code == hippo::cli::kExitUsage);
+  auto missing = run_cli({"bench", "model", "--model", "/nonexistent"});
+  CHECK(missing.code == hippo::cli::kExitFailure);
+  CHECK(missing.out.empty());
+  auto bad = run_cli({"bench", "model", "--model", "/nonexistent", "--contexts", "512,lots"});
+  CHECK(bad.code == hippo::cli::kExitUsage);
+  CHECK_THAT(bad.err, Catch::Contains("'lots' is not a token count"));
 }
 
 TEST_CASE("bench machine measures and reports as JSON", "[cli]") {
