@@ -37,8 +37,7 @@ inline std::vector<int32_t> top_k(const float* scores, int64_t n, int64_t k) {
   auto better = [&](int32_t a, int32_t b) { return scores[a] > scores[b] || (scores[a] == scores[b] && a < b); };
   k = std::min(k, n);
   std::partial_sort(order.begin(), order.begin() + k, order.end(), better);
-  order.resize(static_cast<size_t>(k));
-  return order;
+  return std::vector<int32_t>(order.begin(), order.begin() + k);  // not the whole candidate range's capacity
 }
 
 }  // namespace hippo::engine::ops

@@ -45,48 +45,62 @@ void ForwardPass::index(const LayerWeights& lw, const std::vector<float>& u, con
     std::vector<std::vector<uint64_t>> candidates;
     if (role.candidate_source) candidates.assign(static_cast<size_t>(n), std::vector<uint64_t>(static_cast<size_t>(words), 0));
 
-    model_.pool_->parallel_for(n, [&](int64_t begin, int64_t end) {
-      std::vector<float> scores(static_cast<size_t>(T));
-      std::vector<float> block_scores(static_cast<size_t>(n_blocks));
-      for (int64_t i = begin; i < end; ++i) {
-        const int64_t r = seg.row0 + i;
-        const int64_t visible = std::min(T, (positions_[static_cast<size_t>(r)] + 1) / ratio);
-        for (int64_t w = 0; w < T; ++w) {
-          if (w >= visible) {
-            scores[static_cast<size_t>(w)] = kNegInf;
-            continue;
-          }
-          const float* key = &shared.index[static_cast<size_t>(w * idh)];
-          float total = 0.0f;
-          for (int64_t h = 0; h < hI; ++h) {
-            const float score = std::max(dot(&q[static_cast<size_t>((r * hI + h) * idh)], key, idh), 0.0f) * softmax_scale;
-            total += score * weights[static_cast<size_t>(r * hI + h)];
-          }
-          scores[static_cast<size_t>(w)] = total;
-        }
-        if (role.candidate_source) {
-          for (int64_t b = 0; b < n_blocks; ++b) {
-            float m = kNegInf;
-            for (int64_t w = b * block; w < std::min(T, (b + 1) * block); ++w) m = std::max(m, scores[static_cast<size_t>(w)]);
-            block_scores[static_cast<size_t>(b)] = m;
-          }
-          if (visible > 0) block_scores[static_cast<size_t>((visible - 1) / block)] = std::numeric_limits<float>::infinity();
-          for (int32_t b : top_k(block_scores.data(), n_blocks, t_.candidate_topk_blocks)) {
-            if (block_scores[static_cast<size_t>(b)] > kNegInf) candidates[static_cast<size_t>(i)][static_cast<size_t>(b / 64)] |= uint64_t{1} << (b % 64);
-          }
-        } else if (uses_candidates) {
-          const std::vector<uint64_t>& keep = shared.candidates[static_cast<size_t>(i)];
+    // Per-head dot products of a block of query rows with every key: one GEMM (keys as the weight
+    // matrix, whose rows the kernel computes independently of the batch), then per-row scoring.
+    kernels::WeightView keys;
+    keys.format = kernels::WeightFormat::kF32;
+    keys.data = shared.index.data();
+    keys.rows = T;
+    keys.cols = idh;
+    const int64_t rows_per_block = std::max<int64_t>(1, (int64_t{1} << 22) / (hI * T));  // <= 16 MB of dots
+    std::vector<float> dots;
+    for (int64_t i0 = 0; i0 < n; i0 += rows_per_block) {
+      const int64_t i1 = std::min(n, i0 + rows_per_block);
+      dots.resize(static_cast<size_t>((i1 - i0) * hI * T));
+      linear(&q[static_cast<size_t>((seg.row0 + i0) * hI * idh)], (i1 - i0) * hI, keys, dots.data());
+      model_.pool_->parallel_for(i1 - i0, [&](int64_t begin, int64_t end) {
+        std::vector<float> scores(static_cast<size_t>(T));
+        std::vector<float> block_scores(static_cast<size_t>(n_blocks));
+        for (int64_t i = i0 + begin; i < i0 + end; ++i) {
+          const int64_t r = seg.row0 + i;
+          const float* row_dots = &dots[static_cast<size_t>((i - i0) * hI * T)];
+          const int64_t visible = std::min(T, (positions_[static_cast<size_t>(r)] + 1) / ratio);
           for (int64_t w = 0; w < T; ++w) {
-            const int64_t b = w / block;
-            if (!((keep[static_cast<size_t>(b / 64)] >> (b % 64)) & 1)) scores[static_cast<size_t>(w)] = kNegInf;
+            if (w >= visible) {
+              scores[static_cast<size_t>(w)] = kNegInf;
+              continue;
+            }
+            float total = 0.0f;
+            for (int64_t h = 0; h < hI; ++h) {
+              const float score = std::max(row_dots[h * T + w], 0.0f) * softmax_scale;
+              total += score * weights[static_cast<size_t>(r * hI + h)];
+            }
+            scores[static_cast<size_t>(w)] = total;
           }
+          if (role.candidate_source) {
+            for (int64_t b = 0; b < n_blocks; ++b) {
+              float m = kNegInf;
+              for (int64_t w = b * block; w < std::min(T, (b + 1) * block); ++w) m = std::max(m, scores[static_cast<size_t>(w)]);
+              block_scores[static_cast<size_t>(b)] = m;
+            }
+            if (visible > 0) block_scores[static_cast<size_t>((visible - 1) / block)] = std::numeric_limits<float>::infinity();
+            for (int32_t b : top_k(block_scores.data(), n_blocks, t_.candidate_topk_blocks)) {
+              if (block_scores[static_cast<size_t>(b)] > kNegInf) candidates[static_cast<size_t>(i)][static_cast<size_t>(b / 64)] |= uint64_t{1} << (b % 64);
+            }
+          } else if (uses_candidates) {
+            const std::vector<uint64_t>& keep = shared.candidates[static_cast<size_t>(i)];
+            for (int64_t w = 0; w < T; ++w) {
+              const int64_t b = w / block;
+              if (!((keep[static_cast<size_t>(b / 64)] >> (b % 64)) & 1)) scores[static_cast<size_t>(w)] = kNegInf;
+            }
+          }
+          std::vector<int32_t> picked = top_k(scores.data(), T, t_.index_topk);
+          std::erase_if(picked, [&](int32_t w) { return scores[static_cast<size_t>(w)] == kNegInf; });
+          std::sort(picked.begin(), picked.end());
+          selection[static_cast<size_t>(i)] = std::move(picked);
         }
-        std::vector<int32_t> picked = top_k(scores.data(), T, t_.index_topk);
-        std::erase_if(picked, [&](int32_t w) { return scores[static_cast<size_t>(w)] == kNegInf; });
-        std::sort(picked.begin(), picked.end());
-        selection[static_cast<size_t>(i)] = std::move(picked);
-      }
-    });
+      });
+    }
     shared.selection = std::move(selection);
     shared.has_selection = true;
     if (role.candidate_source) {
