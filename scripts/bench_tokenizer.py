@@ -16,6 +16,9 @@ import sys
 import tempfile
 import time
 
+sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+from machine_info import cpu_model  # noqa: E402
+
 os.environ["TOKENIZERS_PARALLELISM"] = "false"  # one thread, before tokenizers is imported
 os.environ["RAYON_NUM_THREADS"] = "1"
 
@@ -52,14 +55,6 @@ def main():
         print(f"{'':30} streaming detokenisation + DSML parsing: {hippo['stream_ns_per_token']:.1f} ns/token over the "
               f"corpus, {hippo['tool_call_stream_ns_per_token']:.1f} ns/token over "
               f"{hippo['tool_call_stream_tokens']} tokens of tool-call completions")
-
-
-def cpu_model():
-    with open("/proc/cpuinfo") as f:
-        for line in f:
-            if line.startswith("model name"):
-                return line.split(":", 1)[1].strip()
-    return platform.machine()
 
 
 def measure(args, tokenizer, docs):

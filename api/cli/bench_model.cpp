@@ -12,6 +12,8 @@
 // FNV-1a 64 digest so that a peer can check it fed the same ids.
 #include "api/cli/bench_spread.h"
 #include "api/cli/cli.h"
+#include "api/cli/process_memory.h"
+#include "api/cli/token_count.h"
 #include "engine/model/model.h"
 #include "kernels/cpu/machine_probe.h"
 
@@ -47,20 +49,6 @@ struct ModelBenchOptions {
 
 double seconds_since(Clock::time_point start) { return std::chrono::duration<double>(Clock::now() - start).count(); }
 
-Result<int64_t> parse_context(const std::string& text) {
-  int64_t multiplier = 1;
-  std::string digits = text;
-  if (!digits.empty() && (digits.back() == 'K' || digits.back() == 'k')) multiplier = 1024;
-  if (multiplier != 1) digits.pop_back();
-  try {
-    std::size_t used = 0;
-    const long long n = std::stoll(digits, &used);
-    if (used == digits.size() && n > 0) return n * multiplier;
-  } catch (const std::exception&) {
-  }
-  return make_error(ErrorCode::kInvalidArgument, "--contexts: '{}' is not a token count like 512, 4096 or 32K", text);
-}
-
 // The benchmark's token ids (see the top of this file).
 std::vector<int32_t> bench_token_ids(int64_t n, int64_t vocab) {
   const uint64_t range = static_cast<uint64_t>(std::min<int64_t>(vocab, 128000) - 3);
@@ -83,20 +71,6 @@ uint64_t fnv1a64(std::span<const int32_t> ids) {
     }
   }
   return h;
-}
-
-// /proc/self/status fields in bytes: "VmRSS" now, "VmHWM" the peak since reset_peak_rss().
-int64_t proc_status_bytes(const char* key) {
-  std::ifstream status("/proc/self/status");
-  std::string line;
-  while (std::getline(status, line))
-    if (line.rfind(key, 0) == 0) return std::stoll(line.substr(std::strlen(key) + 1)) * 1024;
-  return 0;
-}
-
-void reset_peak_rss() {
-  std::ofstream clear("/proc/self/clear_refs");
-  clear << "5";
 }
 
 double load_average() {
@@ -218,7 +192,7 @@ double mb(int64_t bytes) { return static_cast<double>(bytes) / 1e6; }
 Status run_model_bench(const ModelBenchOptions& options, std::ostream& out) {
   std::vector<int64_t> contexts;
   for (const auto& c : options.contexts) {
-    HIPPO_ASSIGN_OR_RETURN(int64_t n, parse_context(c));
+    HIPPO_ASSIGN_OR_RETURN(int64_t n, parse_token_count(c, "--contexts", "512, 4096 or 32K"));
     contexts.push_back(n);
   }
   int64_t plan_off = options.plan_off_context;

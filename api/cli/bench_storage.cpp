@@ -5,6 +5,8 @@
 // docs/benchmarks/storage.md.
 #include "api/cli/bench_spread.h"
 #include "api/cli/cli.h"
+#include "api/cli/process_memory.h"
+#include "api/cli/token_count.h"
 #include "api/cli/synthetic_kv_state.h"
 #include "storage/kv_snapshot_writer.h"
 #include "storage/store.h"
@@ -40,37 +42,6 @@ struct StorageBenchOptions {
   std::string dir;
   bool json = false;
 };
-
-Result<std::int64_t> parse_tokens(const std::string& text) {
-  std::int64_t multiplier = 1;
-  std::string digits = text;
-  if (!digits.empty() && (digits.back() == 'K' || digits.back() == 'k')) multiplier = 1024;
-  if (!digits.empty() && (digits.back() == 'M' || digits.back() == 'm')) multiplier = 1024 * 1024;
-  if (multiplier != 1) digits.pop_back();
-  try {
-    std::size_t used = 0;
-    const long long n = std::stoll(digits, &used);
-    if (used == digits.size() && n > 0) return n * multiplier;
-  } catch (const std::exception&) {
-  }
-  return make_error(ErrorCode::kInvalidArgument, "--tokens: '{}' is not a token count like 32K, 128K or 1M", text);
-}
-
-// Resident memory from /proc/self/status, in bytes: "VmRSS" now, "VmHWM" the peak since the last
-// reset_peak_rss().
-std::int64_t proc_status_bytes(const char* key) {
-  std::ifstream status("/proc/self/status");
-  std::string line;
-  while (std::getline(status, line))
-    if (line.rfind(key, 0) == 0) return std::stoll(line.substr(std::strlen(key) + 1)) * 1024;
-  return 0;
-}
-
-bool reset_peak_rss() {
-  std::ofstream clear("/proc/self/clear_refs");
-  clear << "5";
-  return static_cast<bool>(clear.flush());
-}
 
 // Measures the peak resident memory that `body` adds on top of what was resident before it.
 // Free heap memory is first handed back to the system (malloc_trim), so that memory left resident
@@ -274,7 +245,7 @@ double mb_per_s(std::int64_t bytes, double seconds) { return seconds > 0 ? stati
 Status run_storage_bench(const StorageBenchOptions& options, std::ostream& out) {
   std::vector<std::int64_t> sizes;
   for (const auto& t : options.tokens) {
-    HIPPO_ASSIGN_OR_RETURN(std::int64_t n, parse_tokens(t));
+    HIPPO_ASSIGN_OR_RETURN(std::int64_t n, parse_token_count(t, "--tokens", "32K, 128K or 1M"));
     sizes.push_back(n);
   }
   if (options.level < 1 || options.level > 19)
