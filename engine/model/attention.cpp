@@ -17,7 +17,7 @@ using namespace ops;  // NOLINT: the shared scalar helpers of the forward pass
 // Reference: DeepseekV41Attention.forward.
 void ForwardPass::attention(const LayerWeights& lw, const std::vector<float>& u, std::vector<float>& out) {
   const LayerRole& role = lw.role;
-  const int64_t d = t_.hidden_size, H = t_.num_attention_heads, D = t_.head_dim, rq = t_.q_lora_rank;
+  const int64_t H = t_.num_attention_heads, D = t_.head_dim, rq = t_.q_lora_rank;
   const float eps = static_cast<float>(t_.rms_norm_eps);
   const Rope& rope = role.compress_ratio > 0 ? model_.compress_rope_ : model_.main_rope_;
 
@@ -73,7 +73,6 @@ void ForwardPass::attention(const LayerWeights& lw, const std::vector<float>& u,
     }
   }
   linear(low_rank.data(), rows_, lw.wo_b, out.data());
-  (void)d;
 
   // The chunk's window entries join the ring (slot = position mod window).
   const int64_t window = t_.sliding_window;

@@ -81,7 +81,6 @@ void ForwardPass::embed() {
 // Reference: DeepseekV41DecoderLayer.forward.
 void ForwardPass::layer(const LayerWeights& lw) {
   const int64_t d = t_.hidden_size;
-  const float eps = static_cast<float>(t_.rms_norm_eps);
   if (lw.has_engram) engram(lw);
 
   std::vector<float> attn_pre, attn_post, attn_comb;
@@ -106,7 +105,6 @@ void ForwardPass::layer(const LayerWeights& lw) {
   moe(lw, v, ffn_out);
   expand(ffn_out, ffn_post, ffn_comb);
   pre_mix_ = std::move(ffn_pre);
-  (void)eps;
 }
 
 // Final collapse with the last site's pre mix, the norm and the head: every row of a request that

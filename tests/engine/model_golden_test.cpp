@@ -26,7 +26,6 @@
 #include <catch2/catch.hpp>
 
 #include <cmath>
-#include <cstdlib>
 #include <cstring>
 #include <iostream>
 #include <map>
