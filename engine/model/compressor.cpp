@@ -33,8 +33,7 @@ void ForwardPass::compress(const LayerWeights& lw, const std::vector<float>& u) 
   std::vector<int64_t> groups_per_segment(segments_.size(), 0);
   for (size_t s = 0; s < segments_.size(); ++s) {
     const Segment& seg = segments_[s];
-    auto& writer = *std::find_if(seg.state->writers_.begin(), seg.state->writers_.end(),
-                                 [&](const auto& w) { return w.layer == role.layer; });
+    auto& writer = seg.state->writer(role.layer);
     const int64_t n = static_cast<int64_t>(seg.tokens.size());
     const int64_t first_entry = static_cast<int64_t>(writer.kv.size()) / compressed_entry_bytes(D);
     if (ratio == 1) {
@@ -95,8 +94,7 @@ void ForwardPass::compress(const LayerWeights& lw, const std::vector<float>& u) 
   int64_t g0 = 0;
   for (size_t s = 0; s < segments_.size(); ++s) {
     const Segment& seg = segments_[s];
-    auto& writer = *std::find_if(seg.state->writers_.begin(), seg.state->writers_.end(),
-                                 [&](const auto& w) { return w.layer == role.layer; });
+    auto& writer = seg.state->writer(role.layer);
     const int64_t n = groups_per_segment[s];
     writer.kv.insert(writer.kv.end(), kv_codes.begin() + g0 * kv_bytes, kv_codes.begin() + (g0 + n) * kv_bytes);
     writer.index.insert(writer.index.end(), index_codes.begin() + g0 * index_bytes,

@@ -25,11 +25,6 @@ Status check_supported(const TextConfig& t) {
                                 "index_head_dim must be a multiple of 32, at most 1024 (FP4 index blocks)"));
   HIPPO_RETURN_IF_ERROR(require(t.qk_rope_head_dim % 2 == 0 && t.qk_rope_head_dim <= t.index_head_dim,
                                 "qk_rope_head_dim must be even and fit the index keys"));
-  for (int64_t layer : t.kv_source_layer_ids) {
-    const bool indexes = std::find(t.index_source_layer_ids.begin(), t.index_source_layer_ids.end(), layer) !=
-                         t.index_source_layer_ids.end();
-    HIPPO_RETURN_IF_ERROR(require(indexes, "every KV source must also be an index source"));
-  }
   for (int64_t ratio : t.compress_ratios) HIPPO_RETURN_IF_ERROR(require(ratio <= 64, "compress ratios above 64"));
   return Status::ok_status();
 }

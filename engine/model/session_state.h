@@ -18,6 +18,7 @@
 #include "engine/config/model_config.h"
 #include "engine/engram/engram_hash.h"
 
+#include <algorithm>
 #include <cstddef>
 #include <cstdint>
 #include <optional>
@@ -78,6 +79,11 @@ class SessionState {
     std::vector<float> pending_gate;  // n_pending x head_dim (ratio > 1)
     bool operator==(const Writer&) const = default;
   };
+
+  // The writer of KV-source layer `layer` (the state was built from the same config: it exists).
+  Writer& writer(int64_t layer) {
+    return *std::find_if(writers_.begin(), writers_.end(), [&](const Writer& w) { return w.layer == layer; });
+  }
 
   // Shape (from the config; checked on restore).
   int64_t n_layers_ = 0;
