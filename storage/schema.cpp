@@ -97,6 +97,11 @@ CREATE TABLE snapshot_chunks (
 ) WITHOUT ROWID, STRICT;
 CREATE INDEX snapshot_chunks_by_chunk ON snapshot_chunks(chunk_id);
 )sql",
+    // 2: each logged message keeps the exact token ids the model saw (int32 little-endian), so a
+    // session can be rebuilt by re-prefill to exactly the state it had.
+    R"sql(
+ALTER TABLE messages ADD COLUMN token_ids BLOB NOT NULL DEFAULT x'';
+)sql",
 };
 
 }  // namespace

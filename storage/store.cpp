@@ -12,6 +12,7 @@
 #include <fmt/format.h>
 
 #include <chrono>
+#include <cstring>
 #include <random>
 
 namespace hippo::storage {
@@ -226,7 +227,7 @@ Result<std::int64_t> SessionStore::append_message(std::string_view session_id, c
   const std::int64_t seq = next.column_int(0);
   HIPPO_ASSIGN_OR_RETURN(Statement insert,
                          Statement::prepare(*db_, "INSERT INTO messages(session_id, seq, role, content, tool_calls, "
-                                                  "first_token, n_tokens, created_at) VALUES (?, ?, ?, ?, ?, ?, ?, ?)"));
+                                                  "first_token, n_tokens, created_at, token_ids) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?)"));
   insert.bind(1, session_id)
       .bind(2, seq)
       .bind(3, std::string_view(message.role))
@@ -234,7 +235,8 @@ Result<std::int64_t> SessionStore::append_message(std::string_view session_id, c
       .bind_blob(5, std::as_bytes(std::span(message.tool_calls)))
       .bind(6, message.first_token)
       .bind(7, message.n_tokens)
-      .bind(8, message.created_at != 0 ? message.created_at : unix_now());
+      .bind(8, message.created_at != 0 ? message.created_at : unix_now())
+      .bind_blob(9, std::as_bytes(std::span(message.token_ids)));
   const std::string context = "session " + std::string(session_id);
   HIPPO_RETURN_IF_ERROR(note_failure(insert.run().with_context(context)));
   HIPPO_RETURN_IF_ERROR(note_failure(tx.commit().with_context(context)));
@@ -247,7 +249,7 @@ Result<std::vector<MessageRecord>> SessionStore::list_messages(std::string_view 
   HIPPO_RETURN_IF_ERROR(get_session_locked(session_id).status());
   HIPPO_ASSIGN_OR_RETURN(Statement select,
                          Statement::prepare(*db_, "SELECT seq, role, content, tool_calls, first_token, n_tokens, "
-                                                  "created_at FROM messages WHERE session_id = ? ORDER BY seq"));
+                                                  "created_at, token_ids FROM messages WHERE session_id = ? ORDER BY seq"));
   select.bind(1, session_id);
   std::vector<MessageRecord> messages;
   for (;;) {
@@ -263,6 +265,9 @@ Result<std::vector<MessageRecord>> SessionStore::list_messages(std::string_view 
     m.first_token = select.column_int(4);
     m.n_tokens = select.column_int(5);
     m.created_at = select.column_int(6);
+    const auto ids = select.column_blob(7);
+    m.token_ids.resize(ids.size() / sizeof(std::int32_t));
+    std::memcpy(m.token_ids.data(), ids.data(), m.token_ids.size() * sizeof(std::int32_t));
     messages.push_back(std::move(m));
   }
   return messages;
@@ -291,8 +296,8 @@ Result<SessionInfo> SessionStore::fork_session(std::string_view source_id, std::
   HIPPO_ASSIGN_OR_RETURN(
       Statement messages,
       Statement::prepare(*db_, "INSERT INTO messages(session_id, seq, role, content, tool_calls, first_token, "
-                               "n_tokens, created_at) SELECT ?, seq, role, content, tool_calls, first_token, "
-                               "n_tokens, created_at FROM messages WHERE session_id = ?"));
+                               "n_tokens, created_at, token_ids) SELECT ?, seq, role, content, tool_calls, "
+                               "first_token, n_tokens, created_at, token_ids FROM messages WHERE session_id = ?"));
   HIPPO_RETURN_IF_ERROR(note_failure(messages.bind(1, std::string_view(id)).bind(2, source_id).run().with_context(context)));
 
   HIPPO_ASSIGN_OR_RETURN(Statement latest, Statement::prepare(*db_, "SELECT max(id) FROM snapshots WHERE session_id = ?"));

@@ -114,6 +114,7 @@ struct MessageRecord {
   std::int64_t first_token = 0;
   std::int64_t n_tokens = 0;
   std::int64_t created_at = 0;
+  std::vector<std::int32_t> token_ids;  // the ids the model saw, when the writer keeps them
 };
 
 // One append-only stream of a session state, as the caller holds it in memory.

@@ -59,8 +59,8 @@ Status copy_session(Db& db, std::string_view from, std::string_view to, std::str
   HIPPO_ASSIGN_OR_RETURN(
       Statement messages,
       Statement::prepare(db, fmt::format("INSERT INTO {}.messages(session_id, seq, role, content, tool_calls, "
-                                         "first_token, n_tokens, created_at) SELECT ?, seq, role, content, tool_calls, "
-                                         "first_token, n_tokens, created_at FROM {}.messages WHERE session_id = ?",
+                                         "first_token, n_tokens, created_at, token_ids) SELECT ?, seq, role, content, "
+                                         "tool_calls, first_token, n_tokens, created_at, token_ids FROM {}.messages WHERE session_id = ?",
                                          to, from)));
   HIPPO_RETURN_IF_ERROR(messages.bind(1, new_id).bind(2, source_id).run().with_context(context));
 

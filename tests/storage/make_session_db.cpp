@@ -30,11 +30,11 @@ int main(int argc, char** argv) {
   if (!store.ok()) return fail(store.status());
   auto session = (*store)->create_session({id, std::nullopt, std::string(testing::kFingerprint)});
   if (!session.ok()) return fail(session.status());
-  for (const MessageRecord& m : {MessageRecord{0, "user", "Read the repository and fix the bug.", "", 0, 9, 0},
+  for (const MessageRecord& m : {MessageRecord{0, "user", "Read the repository and fix the bug.", "", 0, 9, 0, {}},
                                  MessageRecord{0, "assistant", "",
                                                "<｜DSML｜function_calls>\n<｜DSML｜invoke name=\"read\">{\"path\": "
                                                "\"a.c\"}</｜DSML｜invoke>\n</｜DSML｜function_calls>",
-                                               9, 30, 0}}) {
+                                               9, 30, 0, {}}}) {
     auto seq = (*store)->append_message(id, m);
     if (!seq.ok()) return fail(seq.status());
   }

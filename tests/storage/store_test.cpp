@@ -68,10 +68,10 @@ TEST_CASE("the conversation log keeps content and tool calls byte-exact", "[stor
   TempDir dir;
   auto store = open_store(dir.file("hippo.db"));
   make_session(*store, "s1");
-  MessageRecord user{0, "user", std::string("hello\0world\xff\xfe", 13), "", 0, 5, 0};
+  MessageRecord user{0, "user", std::string("hello\0world\xff\xfe", 13), "", 0, 5, 0, {}};
   MessageRecord assistant{0, "assistant", "",
                           "<｜DSML｜function_calls>\n<｜DSML｜invoke name=\"f\">\r\n  {\"a\": 1}\t</｜DSML｜invoke>", 5,
-                          40, 0};
+                          40, 0, {}};
   CHECK(store->append_message("s1", user).value() == 1);
   CHECK(store->append_message("s1", assistant).value() == 2);
   CHECK(store->append_message("ghost", user).status().code() == ErrorCode::kNotFound);
@@ -84,6 +84,31 @@ TEST_CASE("the conversation log keeps content and tool calls byte-exact", "[stor
   CHECK((*log)[1].first_token == 5);
   CHECK((*log)[1].n_tokens == 40);
   CHECK((*log)[1].seq == 2);
+  CHECK((*log)[0].token_ids.empty());
+}
+
+TEST_CASE("the log keeps each message's token ids; a version-1 database is migrated", "[storage]") {
+  TempDir dir;
+  const std::string path = dir.file("hippo.db");
+  {
+    auto store = open_store(path);
+    make_session(*store, "s1");
+    MessageRecord user{0, "user", "hi", "", 0, 3, 0, {0, 129279, -1}};
+    REQUIRE(store->append_message("s1", user).ok());
+    CHECK(store->list_messages("s1").value()[0].token_ids == user.token_ids);
+  }
+  {  // back to the first format: no token_ids column
+    auto db = Db::open(path, Db::Mode::kReadWrite, 1000);
+    REQUIRE(db.ok());
+    REQUIRE(db->exec("ALTER TABLE messages DROP COLUMN token_ids; UPDATE meta SET value = '1' WHERE key = "
+                     "'format_version'").ok());
+  }
+  auto store = open_store(path);
+  CHECK(count_rows(path, "SELECT value FROM meta WHERE key = 'format_version'") == kFormatVersion);
+  auto log = store->list_messages("s1");
+  REQUIRE(log.ok());
+  CHECK(log->at(0).content == "hi");
+  CHECK(log->at(0).token_ids.empty());
 }
 
 TEST_CASE("API keys are stored hashed and resolve to their tenant until revoked", "[storage]") {
@@ -259,7 +284,7 @@ TEST_CASE("fork shares chunks by reference; the fork and its parent then diverge
   const std::string path = dir.file("hippo.db");
   auto store = open_store(path);
   make_session(*store, "parent");
-  REQUIRE(store->append_message("parent", {0, "user", "hi", "", 0, 2, 0}).ok());
+  REQUIRE(store->append_message("parent", {0, "user", "hi", "", 0, 2, 0, {}}).ok());
   TestState state(default_shapes(), 50'000);
   REQUIRE(store->write_snapshot(state.request("parent")).ok());
   const std::int64_t chunks_before = count_rows(path, "SELECT count(*) FROM kv_chunks");
@@ -294,7 +319,7 @@ TEST_CASE("export writes one portable file; import checks it and brings the sess
   TempDir dir;
   auto store = open_store(dir.file("hippo.db"));
   make_session(*store, "s1");
-  REQUIRE(store->append_message("s1", {0, "user", "question", "", 0, 3, 0}).ok());
+  REQUIRE(store->append_message("s1", {0, "user", "question", "", 0, 3, 0, {}}).ok());
   REQUIRE(store->write_snapshot(TestState(default_shapes(), 20'000).request("s1")).ok());
   TestState state(default_shapes(), 30'000);
   REQUIRE(store->write_snapshot(state.request("s1")).ok());
