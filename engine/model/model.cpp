@@ -3,11 +3,13 @@
 #include "engine/engram/engram_hash.h"
 #include "engine/engram/engram_token_map.h"
 #include "engine/model/forward_pass.h"
+#include "engine/weights/checkpoint_fingerprint.h"
 
 #include <fmt/format.h>
 
 #include <algorithm>
 #include <filesystem>
+#include <limits>
 #include <set>
 
 namespace hippo::engine {
@@ -43,7 +45,9 @@ Model::~Model() = default;
 Result<std::unique_ptr<Model>> Model::load(const std::string& dir, const ModelOptions& options) {
   HIPPO_ASSIGN_OR_RETURN(Checkpoint checkpoint, load_checkpoint(dir));
   HIPPO_RETURN_IF_ERROR(check_supported(checkpoint.config().text_config).with_context(dir));
+  HIPPO_ASSIGN_OR_RETURN(std::string fingerprint, checkpoint_fingerprint(checkpoint));
   std::unique_ptr<Model> model(new Model(std::move(checkpoint), options.n_threads));
+  model->fingerprint_ = std::move(fingerprint);
   if (!model->text().engram_layer_ids.empty()) {
     const std::string tokenizer_dir = options.tokenizer_dir.empty() ? dir : options.tokenizer_dir;
     const std::filesystem::path tokenizer_json = std::filesystem::path(tokenizer_dir) / "tokenizer.json";
@@ -97,37 +101,47 @@ Status Model::forward(SessionState& state, std::span<const int32_t> tokens, std:
   return forward(std::span<ForwardRequest>(&request, 1));
 }
 
-Status Model::prefill(SessionState& state, std::span<const int32_t> tokens, const PrefillOptions& options) {
-  if (options.chunk_tokens <= 0) return Status(ErrorCode::kInvalidArgument, "prefill: chunk_tokens must be positive");
+int64_t Model::decoder_tail_tokens() const {
   const TextConfig& t = text();
-  const int64_t total = static_cast<int64_t>(tokens.size());
+  if (t.candidate_source_layer_id < 0) return std::numeric_limits<int64_t>::max();
   // The layers from the candidate source upward must see the tail that rebuilds their windows: the
   // last layer its own window, every layer below it window - 1 more tokens (docs/engine.md).
-  int64_t encoder_tokens = 0;
-  if (options.encoder_decoder_plan && t.candidate_source_layer_id >= 0) {
-    const int64_t upper_layers = t.num_hidden_layers - t.candidate_source_layer_id;
-    const int64_t tail = t.sliding_window + (upper_layers - 1) * (t.sliding_window - 1);
-    encoder_tokens = std::max<int64_t>(0, total - tail);
+  const int64_t upper_layers = t.num_hidden_layers - t.candidate_source_layer_id;
+  return t.sliding_window + (upper_layers - 1) * (t.sliding_window - 1);
+}
+
+Status Model::forward_encoder(SessionState& state, std::span<const int32_t> tokens) {
+  const TextConfig& t = text();
+  if (tokens.empty()) return Status(ErrorCode::kInvalidArgument, "forward_encoder: no tokens");
+  if (t.candidate_source_layer_id < 0) return forward(state, tokens);
+  for (int32_t token : tokens) {
+    if (token < 0 || token >= t.vocab_size) {
+      return Status(ErrorCode::kInvalidArgument,
+                    fmt::format("prefill: token id {} is outside the vocabulary [0, {})", token, t.vocab_size));
+    }
   }
+  if (state.n_tokens() + static_cast<int64_t>(tokens.size()) > t.max_position_embeddings) {
+    return Status(ErrorCode::kResourceExhausted, fmt::format("prefill: {} tokens would exceed the model's context of {}",
+                                                             state.n_tokens() + static_cast<int64_t>(tokens.size()),
+                                                             t.max_position_embeddings));
+  }
+  ForwardPass::Segment segment;
+  segment.state = &state;
+  segment.tokens = tokens;
+  ForwardPass(*this, {segment}, ForwardPass::Depth::kEncoder).run();
+  return Status::ok_status();
+}
+
+Status Model::prefill(SessionState& state, std::span<const int32_t> tokens, const PrefillOptions& options) {
+  if (options.chunk_tokens <= 0) return Status(ErrorCode::kInvalidArgument, "prefill: chunk_tokens must be positive");
+  const int64_t total = static_cast<int64_t>(tokens.size());
+  const int64_t encoder_tokens = options.encoder_decoder_plan ? std::max<int64_t>(0, total - decoder_tail_tokens()) : 0;
   int64_t done = 0;
   while (done < total) {
     const bool encoder = done < encoder_tokens;
     const int64_t end = std::min(done + options.chunk_tokens, encoder ? encoder_tokens : total);
     const std::span<const int32_t> chunk = tokens.subspan(static_cast<size_t>(done), static_cast<size_t>(end - done));
-    if (encoder) {
-      for (int32_t token : chunk) {
-        if (token < 0 || token >= t.vocab_size) {
-          return Status(ErrorCode::kInvalidArgument,
-                        fmt::format("prefill: token id {} is outside the vocabulary [0, {})", token, t.vocab_size));
-        }
-      }
-      ForwardPass::Segment segment;
-      segment.state = &state;
-      segment.tokens = chunk;
-      ForwardPass(*this, {segment}, ForwardPass::Depth::kEncoder).run();
-    } else {
-      HIPPO_RETURN_IF_ERROR(forward(state, chunk));
-    }
+    HIPPO_RETURN_IF_ERROR(encoder ? forward_encoder(state, chunk) : forward(state, chunk));
     done = end;
     if (options.progress) options.progress(done, total);
   }

@@ -74,6 +74,17 @@ class Model {
 
   Status prefill(SessionState& state, std::span<const int32_t> tokens, const PrefillOptions& options = {});
 
+  // The plan's parts, for a scheduler that interleaves a long prefill with other work: of a prompt
+  // of n tokens, all but the last decoder_tail_tokens() may go through forward_encoder() (the
+  // layers below the candidate source, plus its compressor and index keys; no logits), the tail
+  // through forward(). Any split of the same tokens gives the state of prefill().
+  int64_t decoder_tail_tokens() const;
+  Status forward_encoder(SessionState& state, std::span<const int32_t> tokens);
+
+  // Identifies the checkpoint: its config and every tensor's name, dtype, shape and first and last
+  // bytes (xxh3-64, 16 hex digits). Snapshots made with one model are refused by another.
+  const std::string& fingerprint() const { return fingerprint_; }
+
  private:
   friend class ForwardPass;
   Model(Checkpoint checkpoint, int n_threads);
@@ -85,6 +96,7 @@ class Model {
   std::unique_ptr<EngramTokenMap> engram_map_;  // configs with Engram layers only
   std::unique_ptr<EngramHasher> engram_hasher_;
   std::unique_ptr<kernels::cpu::ThreadPool> pool_;
+  std::string fingerprint_;
 };
 
 }  // namespace hippo::engine

@@ -95,6 +95,17 @@ uint64_t SessionState::memory_bytes() const {
   return total + next_logits_.size() * sizeof(float) + token_ids_.size() * sizeof(int32_t);
 }
 
+uint64_t SessionState::growth_bytes(const TextConfig& text, int64_t n_tokens) {
+  uint64_t total = static_cast<uint64_t>(n_tokens) * sizeof(int32_t);
+  for (const LayerRole& role : layer_schedule(text)) {
+    if (!role.writes_kv) continue;
+    const int64_t entries = (n_tokens + role.compress_ratio - 1) / role.compress_ratio + 1;
+    total += static_cast<uint64_t>(entries * (compressed_entry_bytes(text.head_dim) + index_entry_bytes(text.index_head_dim)));
+    total += static_cast<uint64_t>(2 * role.compress_ratio * text.head_dim) * sizeof(float);  // pending rows
+  }
+  return total + static_cast<uint64_t>(text.vocab_size) * sizeof(float);  // the first logits
+}
+
 std::vector<std::byte> SessionState::frontier() const {
   ByteWriter out;
   out.put(kFrontierMagic);

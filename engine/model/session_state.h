@@ -53,6 +53,10 @@ class SessionState {
 
   // Bytes held: rings, streams, pending rows, logits and token ids.
   uint64_t memory_bytes() const;
+  // An upper bound of what memory_bytes() grows by per token: a token id, and each writer's
+  // compressed-KV and index-key entry once per `ratio` tokens (a whole entry for every started
+  // group, so that budgets computed from it hold).
+  static uint64_t growth_bytes(const TextConfig& text, int64_t n_tokens);
 
   // The frontier blob and the streams (names "kv.layerL", "index.layerL", "token_ids"). The spans
   // point into this state and stay valid until it changes.

@@ -443,6 +443,18 @@ ChatEncoder::~ChatEncoder() = default;
 ChatEncoder::ChatEncoder(ChatEncoder&&) noexcept = default;
 ChatEncoder& ChatEncoder::operator=(ChatEncoder&&) noexcept = default;
 
+ChatEncoder::ChatEncoder(const ChatEncoder& other)
+    : tokenizer_(other.tokenizer_),
+      renderer_(std::make_unique<ChatRenderer>(*other.renderer_)),
+      pending_generation_prompt_(other.pending_generation_prompt_),
+      pending_generation_text_(other.pending_generation_text_),
+      n_tokens_(other.n_tokens_) {}
+
+ChatEncoder& ChatEncoder::operator=(const ChatEncoder& other) {
+  if (this != &other) *this = ChatEncoder(other);
+  return *this;
+}
+
 Result<ChatSuffix> ChatEncoder::encode_chat_suffix(std::span<const Message> messages, bool add_generation_prompt) {
   ChatRenderer renderer = *renderer_;  // committed only on success
   RenderedPrompt out;

@@ -135,6 +135,9 @@ class ChatEncoder {
   ~ChatEncoder();
   ChatEncoder(ChatEncoder&&) noexcept;
   ChatEncoder& operator=(ChatEncoder&&) noexcept;
+  // A copy renders on from the same point, independently (try a suffix, keep it only if wanted).
+  ChatEncoder(const ChatEncoder& other);
+  ChatEncoder& operator=(const ChatEncoder& other);
 
   // The ids that extend the session by `messages` (BOS and the system block on the first call), and
   // by the generation prompt when `add_generation_prompt`. After a generation prompt, the next

@@ -3,6 +3,7 @@
 // kind of bad checkpoint is an error naming the tensor and the shard.
 #include "kernels/ref/numeric_formats.h"
 #include "engine/weights/checkpoint.h"
+#include "engine/weights/checkpoint_fingerprint.h"
 #include "engine/weights/dequant.h"
 #include "engine/weights/float_tensor.h"
 #include "engine/weights/init_checkpoint.h"
@@ -340,4 +341,20 @@ TEST_CASE("a single-file checkpoint without an index loads too", "[checkpoint]")
   INFO(checkpoint.status().to_string());
   REQUIRE(checkpoint.ok());
   CHECK(checkpoint->n_shards() == 1);
+}
+
+TEST_CASE("the fingerprint tells checkpoints apart and is stable for one", "[checkpoint]") {
+  TempDir dir;
+  auto fingerprint = [&](uint64_t seed, bool quantised, const std::string& name) {
+    auto checkpoint = hippo::engine::load_checkpoint(init_preset(dir, "tiny", quantised, seed, name));
+    REQUIRE(checkpoint.ok());
+    auto fp = hippo::engine::checkpoint_fingerprint(*checkpoint);
+    REQUIRE(fp.ok());
+    CHECK(fp->size() == 16);
+    return *fp;
+  };
+  const std::string a = fingerprint(1, false, "a"), again = fingerprint(1, false, "again");
+  CHECK(a == again);
+  CHECK(fingerprint(2, false, "other-seed") != a);
+  CHECK(fingerprint(1, true, "quantised") != a);
 }

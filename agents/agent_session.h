@@ -1,0 +1,61 @@
+// One agent session as the runtime holds it: its settings, its chat encoder, the model state when
+// resident, the rendered ids not yet prefilled, and the response in flight. Owned and touched only
+// by the runtime's engine thread.
+#pragma once
+
+#include "agents/agent_types.h"
+#include "agents/response_job.h"
+#include "engine/model/session_state.h"
+#include "engine/tokenizer/chat_encoding.h"
+
+#include <chrono>
+#include <cstdint>
+#include <memory>
+#include <optional>
+#include <string>
+#include <vector>
+
+namespace hippo::agents {
+
+// Roles of the conversation log (storage `messages`), beside "user" and "tool":
+//   "prompt"     the ids rendered for the inputs before it, generation prompt included
+//   "assistant"  content: every byte the model wrote; tool_calls: its DSML block; token_ids: the
+//                sampled ids and the EOS that closes the turn
+// The concatenated token_ids of a session's log are exactly the ids its model state has seen or
+// will see next, so a lost or foreign snapshot is rebuilt by prefilling them.
+inline constexpr std::string_view kRolePrompt = "prompt";
+inline constexpr std::string_view kRoleAssistant = "assistant";
+inline constexpr std::string_view kRoleUser = "user";
+inline constexpr std::string_view kRoleTool = "tool";
+
+struct AgentSession {
+  AgentSession(std::string session_id, SessionSettings session_settings, tokenizer::ChatEncoder chat_encoder)
+      : id(std::move(session_id)), settings(std::move(session_settings)), encoder(std::move(chat_encoder)) {}
+
+  std::string id;
+  SessionSettings settings;
+  SessionStatus status = SessionStatus::kReady;
+  tokenizer::ChatEncoder encoder;
+  std::optional<engine::SessionState> state;  // absent: swapped out (or not loaded since start)
+  int64_t stored_tokens = 0;                  // tokens of the state when it is not resident
+  std::vector<int32_t> pending;               // rendered ids not yet prefilled
+  std::vector<tokenizer::Message> inputs;     // appended, rendered at the next response
+  std::vector<std::string> open_calls;        // tool calls without a result yet
+  int64_t n_calls = 0;                        // calls so far: the next id is call_<n_calls>
+  int64_t snapshot_tokens = -1;               // tokens in the latest snapshot (-1: none)
+  std::chrono::steady_clock::time_point snapshot_time{};
+  std::chrono::steady_clock::time_point awaiting_since{};
+  uint64_t last_used = 0;                     // LRU clock
+  std::unique_ptr<ResponseJob> job;           // queued or running
+  bool job_active = false;                    // admitted: memory reserved, in the batch
+  uint64_t reserved_bytes = 0;                // state bytes its running job may reach
+  // Loaded from the database: the ids its snapshot must hold (checked at restore, then dropped),
+  // or a snapshot that cannot be right (a rebuild from the log).
+  std::vector<int32_t> expected_prefix;
+  bool needs_rebuild = false;
+
+  int64_t n_tokens() const { return state ? state->n_tokens() : stored_tokens; }
+  uint64_t resident_bytes() const { return state ? state->memory_bytes() : 0; }
+};
+
+}  // namespace hippo::agents

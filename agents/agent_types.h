@@ -1,0 +1,102 @@
+// The vocabulary of the agents layer: session settings and states, input items, response options
+// and the events a response streams. No sockets and no wire format: the api layer maps these to
+// its protocol.
+#pragma once
+
+#include "base/status.h"
+#include "engine/sampling/sampler.h"
+#include "engine/tokenizer/chat_encoding.h"
+
+#include <cstdint>
+#include <functional>
+#include <string>
+#include <string_view>
+#include <vector>
+
+namespace hippo::agents {
+
+// ready ⇄ running → awaiting_tool → ready → swapped (state only in storage) → resumed on use.
+enum class SessionStatus { kReady, kRunning, kAwaitingTool, kSwapped, kClosed };
+std::string_view status_name(SessionStatus status);
+
+// Fixed for the life of a session (they shape the rendered prompt, which never changes once given).
+struct SessionSettings {
+  std::string instructions;  // the system message; empty: none
+  std::vector<tokenizer::ToolDefinition> tools;
+  tokenizer::ToolChoice tool_choice = tokenizer::ToolChoice::kAuto;
+  bool thinking = false;
+  tokenizer::ReasoningEffort effort = tokenizer::ReasoningEffort::kDefault;
+};
+
+// Settings as the JSON text the sessions table keeps (opaque to storage).
+std::string settings_to_json(const SessionSettings& settings);
+Result<SessionSettings> settings_from_json(std::string_view json);
+
+struct InputItem {
+  enum class Kind { kUserMessage, kToolResult };
+  Kind kind = Kind::kUserMessage;
+  std::string content;
+  std::string tool_call_id;  // kToolResult: the call it answers
+};
+
+struct ResponseOptions {
+  engine::SamplingParams sampling;  // temperature 0: greedy
+  int64_t max_output_tokens = 256;
+  std::vector<std::string> stop;    // the answer ends before the first of these (not included)
+};
+
+struct Usage {
+  int64_t input_tokens = 0;   // the context the response was generated from
+  int64_t cached_tokens = 0;  // of those, already in the session's state (not prefilled again)
+  int64_t output_tokens = 0;
+  double prefill_seconds = 0;
+  double decode_seconds = 0;
+  double first_token_seconds = 0;  // from the request to the first sampled token
+};
+
+struct ResponseEvent {
+  enum class Kind {
+    kReasoningDelta,          // text
+    kTextDelta,               // text
+    kToolCallBegin,           // call_id, name
+    kToolCallArgumentsDelta,  // call_id, text
+    kToolCallDone,            // call_id, name, text: the whole arguments JSON
+    kCompleted,               // finish_reason, usage
+    kFailed,                  // error
+  };
+  Kind kind = Kind::kTextDelta;
+  std::string text;
+  std::string name;
+  std::string call_id;
+  std::string finish_reason;  // "stop", "length", "tool_calls", "cancelled"
+  Usage usage;
+  Status error;
+};
+
+// Called on the runtime's engine thread, in order; it must not block for long.
+using EventSink = std::function<void(const ResponseEvent&)>;
+
+struct SessionView {
+  std::string id;
+  SessionStatus status = SessionStatus::kReady;
+  int64_t n_tokens = 0;          // in the model's state (or its snapshot when swapped)
+  int64_t pending_tokens = 0;    // rendered, not yet prefilled
+  uint64_t resident_bytes = 0;   // the model state held in memory (0 when swapped)
+  std::vector<std::string> awaiting_call_ids;
+};
+
+struct RuntimeStats {
+  int64_t sessions = 0;
+  int64_t resident_sessions = 0;
+  uint64_t resident_bytes = 0;      // model state of resident sessions
+  uint64_t peak_committed_bytes = 0;  // the most that resident state plus running reservations reached
+  int64_t swap_outs = 0;
+  int64_t resumes = 0;
+  int64_t rebuilds = 0;             // sessions re-prefilled from their log (corrupt or foreign snapshot)
+  int64_t snapshots = 0;
+  int64_t queued_responses = 0;
+  int64_t running_responses = 0;
+  int64_t largest_batch = 0;        // most sessions in one forward step so far
+};
+
+}  // namespace hippo::agents

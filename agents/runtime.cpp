@@ -1,0 +1,749 @@
+#include "agents/runtime.h"
+
+#include "agents/agent_session.h"
+#include "base/log.h"
+#include "engine/model/model.h"
+#include "engine/tokenizer/tokenizer.h"
+#include "storage/store.h"
+
+#include <fmt/format.h>
+
+#include <algorithm>
+#include <condition_variable>
+#include <deque>
+#include <functional>
+#include <future>
+#include <map>
+#include <mutex>
+#include <thread>
+
+namespace hippo::agents {
+
+using Clock = std::chrono::steady_clock;
+
+namespace {
+
+double seconds_between(Clock::time_point a, Clock::time_point b) {
+  return a == Clock::time_point{} || b == Clock::time_point{} ? 0.0 : std::chrono::duration<double>(b - a).count();
+}
+
+tokenizer::ChatOptions chat_options(const SessionSettings& settings, tokenizer::ModelFamily family) {
+  tokenizer::ChatOptions options;
+  options.family = family;
+  options.thinking = settings.thinking;
+  options.effort = settings.effort;
+  options.tools = settings.tools;
+  options.tool_choice = settings.tool_choice;
+  return options;
+}
+
+std::vector<tokenizer::Message> system_message(const SessionSettings& settings) {
+  if (settings.instructions.empty()) return {};
+  tokenizer::Message m;
+  m.role = tokenizer::Role::kSystem;
+  m.content = settings.instructions;
+  return {m};
+}
+
+}  // namespace
+
+class AgentRuntime::Engine {
+ public:
+  Engine(engine::Model& model, const tokenizer::Tokenizer& tokenizer, RuntimeOptions options,
+         std::unique_ptr<storage::SessionStore> store)
+      : model_(model), tokenizer_(tokenizer), options_(std::move(options)), store_(std::move(store)) {
+    empty_state_bytes_ = model_.new_session().memory_bytes();
+    if (options_.max_context_tokens <= 0 || options_.max_context_tokens > model_.text().max_position_embeddings)
+      options_.max_context_tokens = model_.text().max_position_embeddings;
+    thread_ = std::thread([this] { run(); });
+  }
+
+  ~Engine() {
+    {
+      std::lock_guard lock(mutex_);
+      stopping_ = true;
+    }
+    wake_.notify_all();
+    if (thread_.joinable()) thread_.join();
+  }
+
+  // Runs fn on the engine thread and returns its result.
+  template <typename Fn>
+  auto call(Fn fn) -> decltype(fn()) {
+    using R = decltype(fn());
+    auto task = std::make_shared<std::packaged_task<R()>>(std::move(fn));
+    std::future<R> result = task->get_future();
+    {
+      std::lock_guard lock(mutex_);
+      if (stopped_) return R(Status(ErrorCode::kFailedPrecondition, "the agent runtime is shut down"));
+      commands_.push_back([task] { (*task)(); });
+    }
+    wake_.notify_all();
+    return result.get();
+  }
+
+  // --- operations (engine thread) ---
+
+  Result<std::string> create_session(const SessionSettings& settings, std::string id, std::optional<int64_t> tenant) {
+    storage::NewSession row;
+    row.id = std::move(id);
+    row.tenant_id = tenant;
+    row.model_fingerprint = model_.fingerprint();
+    row.settings = settings_to_json(settings);
+    HIPPO_ASSIGN_OR_RETURN(storage::SessionInfo info, store_->create_session(row));
+    auto session = std::make_unique<AgentSession>(info.id, settings, tokenizer::ChatEncoder(tokenizer_, chat_options(settings, chat_family(tokenizer_))));
+    session->state = model_.new_session();
+    session->last_used = ++clock_;
+    sessions_[info.id] = std::move(session);
+    HIPPO_RETURN_IF_ERROR(fit_budget(0));
+    return info.id;
+  }
+
+  Status append_input(const std::string& id, std::vector<InputItem> items) {
+    HIPPO_ASSIGN_OR_RETURN(AgentSession * s, find(id));
+    for (const InputItem& item : items) {
+      if (item.kind == InputItem::Kind::kToolResult &&
+          std::find(s->open_calls.begin(), s->open_calls.end(), item.tool_call_id) == s->open_calls.end()) {
+        return Status(ErrorCode::kInvalidArgument,
+                      fmt::format("session {}: tool result for '{}', which is not a call awaiting a result", id,
+                                  item.tool_call_id));
+      }
+    }
+    for (const InputItem& item : items) {
+      storage::MessageRecord row;
+      tokenizer::Message m;
+      m.content = item.content;
+      row.content = item.content;
+      if (item.kind == InputItem::Kind::kUserMessage) {
+        m.role = tokenizer::Role::kUser;
+        row.role = kRoleUser;
+      } else {
+        m.role = tokenizer::Role::kTool;
+        m.tool_call_id = item.tool_call_id;
+        row.role = kRoleTool;
+        row.tool_calls = item.tool_call_id;
+        std::erase(s->open_calls, item.tool_call_id);
+      }
+      row.first_token = log_tokens(*s);
+      HIPPO_RETURN_IF_ERROR(store_->append_message(id, row).status());
+      s->inputs.push_back(std::move(m));
+    }
+    if (s->open_calls.empty() && s->status == SessionStatus::kAwaitingTool) s->status = SessionStatus::kReady;
+    s->last_used = ++clock_;
+    return Status::ok_status();
+  }
+
+  Status create_response(const std::string& id, ResponseOptions options, EventSink sink) {
+    HIPPO_ASSIGN_OR_RETURN(AgentSession * s, find(id));
+    if (s->job) return Status(ErrorCode::kFailedPrecondition, fmt::format("session {}: a response is already in progress", id));
+    if (!s->open_calls.empty()) {
+      return Status(ErrorCode::kFailedPrecondition,
+                    fmt::format("session {}: awaiting tool results for {}", id, fmt::join(s->open_calls, ", ")));
+    }
+    if (options.max_output_tokens <= 0 || options.max_output_tokens > options_.max_output_tokens) {
+      return Status(ErrorCode::kInvalidArgument, fmt::format("max_output_tokens must be in [1, {}], not {}",
+                                                             options_.max_output_tokens, options.max_output_tokens));
+    }
+    if (static_cast<int64_t>(queue_.size()) >= options_.max_queued_responses) {
+      return Status(ErrorCode::kResourceExhausted,
+                    fmt::format("{} responses are queued already (the limit); try again later", queue_.size()));
+    }
+    std::vector<tokenizer::Message> messages = s->n_tokens() == 0 && s->pending.empty() ? system_message(s->settings)
+                                                                                       : std::vector<tokenizer::Message>{};
+    messages.insert(messages.end(), s->inputs.begin(), s->inputs.end());
+    // Render on a copy: a response refused for its length leaves the session as it was.
+    tokenizer::ChatEncoder encoder = s->encoder;
+    HIPPO_ASSIGN_OR_RETURN(tokenizer::ChatSuffix suffix, encoder.encode_chat_suffix(messages, true));
+    const int64_t context = log_tokens(*s) + static_cast<int64_t>(suffix.ids.size());
+    if (context + options.max_output_tokens > options_.max_context_tokens) {
+      return Status(ErrorCode::kResourceExhausted,
+                    fmt::format("session {}: {} context tokens + max_output_tokens {} exceed the context limit of {}", id,
+                                context, options.max_output_tokens, options_.max_context_tokens));
+    }
+    storage::MessageRecord row;
+    row.role = kRolePrompt;
+    row.first_token = log_tokens(*s);
+    row.n_tokens = static_cast<int64_t>(suffix.ids.size());
+    row.token_ids = suffix.ids;
+    HIPPO_RETURN_IF_ERROR(store_->append_message(id, row).status());
+    s->encoder = std::move(encoder);
+    s->inputs.clear();
+    s->pending.insert(s->pending.end(), suffix.ids.begin(), suffix.ids.end());
+    s->job = std::make_unique<ResponseJob>(tokenizer_, static_cast<int32_t>(model_.config().eos_token_id),
+                                           s->settings.thinking, std::move(options), std::move(sink), s->n_calls);
+    s->job->input_tokens = context;
+    s->job->cached_tokens = s->n_tokens();
+    s->status = SessionStatus::kRunning;
+    s->last_used = ++clock_;
+    queue_.push_back(s);
+    return Status::ok_status();
+  }
+
+  Status cancel(const std::string& id) {
+    HIPPO_ASSIGN_OR_RETURN(AgentSession * s, find(id));
+    if (!s->job) return Status::ok_status();
+    finish(*s, "cancelled");
+    return Status::ok_status();
+  }
+
+  Status snapshot_now(const std::string& id) {
+    HIPPO_ASSIGN_OR_RETURN(AgentSession * s, find(id));
+    if (s->job) return Status(ErrorCode::kFailedPrecondition, fmt::format("session {}: a response is in progress", id));
+    return snapshot(*s);
+  }
+
+  Status swap_out_now(const std::string& id) {
+    HIPPO_ASSIGN_OR_RETURN(AgentSession * s, find(id));
+    if (s->job) return Status(ErrorCode::kFailedPrecondition, fmt::format("session {}: a response is in progress", id));
+    return swap_out(*s);
+  }
+
+  Status close(const std::string& id) {
+    HIPPO_ASSIGN_OR_RETURN(AgentSession * s, find(id));
+    if (s->job) finish(*s, "cancelled");
+    HIPPO_RETURN_IF_ERROR(store_->set_session_status(id, status_name(SessionStatus::kClosed)));
+    sessions_.erase(id);
+    return Status::ok_status();
+  }
+
+  Result<SessionView> view(const std::string& id) {
+    HIPPO_ASSIGN_OR_RETURN(AgentSession * s, find(id));
+    SessionView v;
+    v.id = s->id;
+    v.status = !s->state && s->status == SessionStatus::kReady ? SessionStatus::kSwapped : s->status;
+    v.n_tokens = s->n_tokens();
+    v.pending_tokens = static_cast<int64_t>(s->pending.size());
+    v.resident_bytes = s->resident_bytes();
+    v.awaiting_call_ids = s->open_calls;
+    return v;
+  }
+
+  Result<std::vector<float>> next_logits(const std::string& id) {
+    HIPPO_ASSIGN_OR_RETURN(AgentSession * s, find(id));
+    HIPPO_RETURN_IF_ERROR(make_resident(*s));
+    return s->state->next_logits();
+  }
+
+  RuntimeStats stats() {
+    RuntimeStats out = stats_;
+    out.sessions = static_cast<int64_t>(sessions_.size());
+    for (const auto& [id, s] : sessions_) {
+      if (!s->state) continue;
+      ++out.resident_sessions;
+      out.resident_bytes += s->state->memory_bytes();
+    }
+    out.queued_responses = static_cast<int64_t>(queue_.size());
+    out.running_responses = static_cast<int64_t>(running_.size());
+    return out;
+  }
+
+  Status shutdown() {
+    for (auto& [id, s] : sessions_) {
+      if (s->job) finish(*s, "cancelled");
+    }
+    Status first;
+    for (auto& [id, s] : sessions_) {
+      if (!s->state) continue;
+      Status st = snapshot(*s);
+      if (!st.ok() && first.ok()) first = st;
+    }
+    std::lock_guard lock(mutex_);
+    stopped_ = true;
+    return first;
+  }
+
+ private:
+  // --- the loop ---
+
+  void run() {
+    for (;;) {
+      std::deque<std::function<void()>> commands;
+      {
+        std::unique_lock lock(mutex_);
+        wake_.wait(lock, [&] { return stopping_ || !commands_.empty() || !queue_.empty() || !running_.empty(); });
+        commands.swap(commands_);
+        if (stopping_ && commands.empty()) break;
+      }
+      for (auto& command : commands) command();
+      if (!queue_.empty() || !running_.empty()) step();
+    }
+    // Anyone still waiting gets an answer.
+    std::lock_guard lock(mutex_);
+    stopped_ = true;
+    for (auto& command : commands_) command();
+  }
+
+  // One scheduler step: admit what fits, then one batched forward: a token for every decoding
+  // response and prefill chunks, oldest response first, up to the step's prefill budget.
+  void step() {
+    admit();
+    std::vector<AgentSession*> decoders;
+    for (AgentSession* s : running_) {
+      if (!s->job->sampled().empty()) decoders.push_back(s);
+    }
+    std::vector<engine::ForwardRequest> batch;
+    for (AgentSession* s : decoders) batch.push_back({&*s->state, s->pending, nullptr});
+
+    int64_t budget = decoders.empty() ? options_.prefill_chunk_tokens : options_.interleaved_prefill_tokens;
+    const int64_t tail = model_.decoder_tail_tokens();
+    std::vector<std::pair<AgentSession*, int64_t>> prefills;  // full-depth chunks in the batch
+    std::vector<std::pair<AgentSession*, Status>> failed;
+    bool encoder_pass = false;
+    for (AgentSession* s : running_) {
+      if (budget <= 0) break;
+      if (!s->job->sampled().empty()) continue;
+      if (s->job->prefill_started == Clock::time_point{}) s->job->prefill_started = Clock::now();
+      const int64_t remaining = static_cast<int64_t>(s->pending.size());
+      if (remaining > tail) {  // before the decoder tail: the encoder layers only, in a pass of its own
+        if (encoder_pass) continue;
+        encoder_pass = true;
+        const int64_t n = std::min(budget, remaining - tail);
+        Status st = model_.forward_encoder(*s->state, std::span(s->pending).first(static_cast<size_t>(n)));
+        if (!st.ok()) {
+          failed.emplace_back(s, st);
+          continue;
+        }
+        s->pending.erase(s->pending.begin(), s->pending.begin() + n);
+        budget -= n;
+      } else {
+        const int64_t n = std::min(budget, remaining);
+        batch.push_back({&*s->state, std::span(s->pending).first(static_cast<size_t>(n)), nullptr});
+        prefills.emplace_back(s, n);
+        budget -= n;
+      }
+    }
+    for (auto& [s, st] : failed) fail(*s, st);
+    if (batch.empty()) return;
+    stats_.largest_batch = std::max(stats_.largest_batch, static_cast<int64_t>(batch.size()));
+    Status st = model_.forward(batch);
+    if (!st.ok()) {
+      for (AgentSession* s : decoders) fail(*s, st);
+      for (auto& [s, n] : prefills) fail(*s, st);
+      return;
+    }
+    for (AgentSession* s : decoders) {
+      s->pending.clear();
+      sample(*s);
+    }
+    for (auto& [s, n] : prefills) {
+      s->pending.erase(s->pending.begin(), s->pending.begin() + n);
+      if (s->pending.empty()) sample(*s);
+    }
+    note_commitment();
+  }
+
+  void sample(AgentSession& s) {
+    const int32_t token = s.job->sampler.next(s.state->next_logits());
+    if (s.job->accept(token)) {
+      finish(s, s.job->finish_reason());
+    } else {
+      s.pending.assign(1, token);
+    }
+  }
+
+  // Admits queued responses in order while memory allows: resident state plus every running
+  // response's reservation stays within the budget.
+  void admit() {
+    while (!queue_.empty() && static_cast<int64_t>(running_.size()) < options_.max_batch_sessions) {
+      AgentSession& s = *queue_.front();
+      const int64_t grow = static_cast<int64_t>(s.pending.size()) + s.job->options().max_output_tokens;
+      const uint64_t reserve = engine::SessionState::growth_bytes(model_.text(), grow);
+      const uint64_t resident = s.state ? 0 : empty_state_bytes_ + engine::SessionState::growth_bytes(model_.text(), s.stored_tokens);
+      if (reserve + resident + (s.state ? s.state->memory_bytes() : 0) > options_.kv_memory_bytes) {
+        queue_.pop_front();
+        fail(s, Status(ErrorCode::kResourceExhausted,
+                       fmt::format("session {}: the response may need {} bytes of model state, more than the whole "
+                                   "KV memory budget of {} bytes",
+                                   s.id, reserve + resident, options_.kv_memory_bytes)));
+        continue;
+      }
+      if (!fit_budget(reserve + resident, &s).ok()) {
+        if (running_.empty()) {  // nothing will free memory by finishing: only idle sessions could
+          queue_.pop_front();
+          fail(s, Status(ErrorCode::kResourceExhausted,
+                         fmt::format("session {}: not enough KV memory for the response", s.id)));
+          continue;
+        }
+        return;  // wait for running responses to finish
+      }
+      Status st = make_resident(s);
+      queue_.pop_front();
+      if (!st.ok()) {
+        fail(s, st);
+        continue;
+      }
+      s.reserved_bytes = s.state->memory_bytes() + reserve;
+      s.job_active = true;
+      running_.push_back(&s);
+      note_commitment();
+    }
+  }
+
+  // Bytes promised: resident idle state, and for running responses the larger of their state and
+  // what was reserved for them.
+  uint64_t committed() const {
+    uint64_t total = 0;
+    for (const auto& [id, s] : sessions_) {
+      const uint64_t bytes = s->resident_bytes();
+      total += s->job_active ? std::max(bytes, s->reserved_bytes) : bytes;
+    }
+    return total;
+  }
+
+  void note_commitment() { stats_.peak_committed_bytes = std::max(stats_.peak_committed_bytes, committed()); }
+
+  // Swaps out least-recently-used idle sessions until `extra` more bytes fit; `keep` stays.
+  Status fit_budget(uint64_t extra, const AgentSession* keep = nullptr) {
+    uint64_t total = committed();
+    if (total + extra <= options_.kv_memory_bytes) return Status::ok_status();
+    std::vector<AgentSession*> idle;
+    const auto now = Clock::now();
+    for (auto& [id, s] : sessions_) {
+      if (!s->state || s->job || s.get() == keep) continue;
+      if (s->status == SessionStatus::kAwaitingTool && now - s->awaiting_since < options_.tool_grace) continue;
+      idle.push_back(s.get());
+    }
+    std::sort(idle.begin(), idle.end(), [](const AgentSession* a, const AgentSession* b) { return a->last_used < b->last_used; });
+    for (AgentSession* s : idle) {
+      if (total + extra <= options_.kv_memory_bytes) break;
+      const uint64_t freed = s->resident_bytes();
+      HIPPO_RETURN_IF_ERROR(swap_out(*s));
+      total -= freed;
+    }
+    if (total + extra <= options_.kv_memory_bytes) return Status::ok_status();
+    return Status(ErrorCode::kResourceExhausted, "KV memory budget");
+  }
+
+  // Ends the session's response: the ids that close the turn go to pending (they are prefilled
+  // with the next input), the turn is logged and the last event sent (kFailed when `error`).
+  void finish(AgentSession& s, const std::string& reason, const Status* error = nullptr) {
+    ResponseJob& job = *s.job;
+    if (reason == "cancelled") job.finish_early();
+    const AssistantTurn& turn = job.turn();
+    const std::vector<tokenizer::Message> answer{turn.message(s.settings.thinking)};
+    Result<tokenizer::ChatSuffix> rendered = s.encoder.encode_chat_suffix(answer, false);
+    storage::MessageRecord row;
+    row.role = kRoleAssistant;
+    if (job.sampled().empty()) {
+      // No output: the turn is an empty answer, as the chat encoding renders it, after whatever
+      // of the prompt is still pending.
+      row.first_token = log_tokens(s);
+      if (rendered.ok()) row.token_ids = rendered->ids;
+      s.pending.insert(s.pending.end(), row.token_ids.begin(), row.token_ids.end());
+    } else {
+      // Every sampled id but the last is in the state; the last and the closing EOS wait.
+      const size_t fed = job.sampled().size() - 1;
+      row.first_token = s.state->n_tokens() - static_cast<int64_t>(fed);
+      row.token_ids = job.sampled();
+      if (!job.ended_with_eos()) row.token_ids.push_back(static_cast<int32_t>(model_.config().eos_token_id));
+      s.pending.assign(row.token_ids.begin() + static_cast<std::ptrdiff_t>(fed), row.token_ids.end());
+    }
+    row.content = job.output();
+    row.tool_calls = turn.raw_tool_calls;
+    row.n_tokens = static_cast<int64_t>(row.token_ids.size());
+    Status logged = store_->append_message(s.id, row).status();
+    if (!logged.ok()) log::error("conversation log write failed", {{"session", s.id}, {"error", logged.message()}});
+
+    const std::string finish_reason = reason == "cancelled" ? reason : job.finish_reason();
+    s.n_calls += job.n_calls();
+    s.open_calls.clear();
+    if (finish_reason == "tool_calls") {
+      for (const tokenizer::ToolCall& call : turn.calls) s.open_calls.push_back(call.id);
+    }
+    s.status = s.open_calls.empty() ? SessionStatus::kReady : SessionStatus::kAwaitingTool;
+    s.awaiting_since = Clock::now();
+    s.last_used = ++clock_;
+
+    ResponseEvent done;
+    if (error != nullptr) {
+      done.kind = ResponseEvent::Kind::kFailed;
+      done.error = *error;
+    } else {
+      done.kind = ResponseEvent::Kind::kCompleted;
+    }
+    done.finish_reason = finish_reason;
+    done.usage.input_tokens = job.input_tokens;
+    done.usage.cached_tokens = job.cached_tokens;
+    done.usage.output_tokens = static_cast<int64_t>(job.sampled().size());
+    done.usage.prefill_seconds = seconds_between(job.prefill_started, job.first_token);
+    done.usage.decode_seconds = seconds_between(job.first_token, Clock::now());
+    done.usage.first_token_seconds = seconds_between(job.created, job.first_token);
+    remove_job(s);
+    const std::unique_ptr<ResponseJob> ended = std::move(s.job);
+    ended->emit(done);
+    if (s.state && Clock::now() - s.snapshot_time >= options_.snapshot_interval) {
+      Status st = snapshot(s);
+      if (!st.ok()) log::warn("periodic snapshot failed", {{"session", s.id}, {"error", st.message()}});
+    }
+  }
+
+  void fail(AgentSession& s, const Status& error) { finish(s, "cancelled", &error); }
+
+  void remove_job(AgentSession& s) {
+    std::erase(running_, &s);
+    std::erase(queue_, &s);
+    s.job_active = false;
+    s.reserved_bytes = 0;
+  }
+
+  // --- residency ---
+
+  Status snapshot(AgentSession& s) {
+    if (!s.state) return Status::ok_status();  // its latest snapshot is its state
+    if (s.snapshot_tokens == s.state->n_tokens()) return Status::ok_status();
+    storage::SnapshotRequest request;
+    request.session_id = s.id;
+    request.fingerprint = model_.fingerprint();
+    request.n_tokens = s.state->n_tokens();
+    request.frontier = s.state->frontier();
+    for (const engine::StateStream& stream : s.state->streams()) {
+      request.streams.push_back({stream.name, stream.entry_bytes, storage::Filter::kBytePlane, stream.bytes});
+    }
+    HIPPO_RETURN_IF_ERROR(store_->write_snapshot(request).status().with_context("snapshot of session " + s.id));
+    s.snapshot_tokens = s.state->n_tokens();
+    s.snapshot_time = Clock::now();
+    ++stats_.snapshots;
+    return Status::ok_status();
+  }
+
+  Status swap_out(AgentSession& s) {
+    if (!s.state) return Status::ok_status();
+    HIPPO_RETURN_IF_ERROR(snapshot(s));
+    s.stored_tokens = s.state->n_tokens();
+    s.state.reset();
+    ++stats_.swap_outs;
+    return store_->set_session_status(s.id, status_name(SessionStatus::kSwapped));
+  }
+
+  // Brings the session's model state back: its latest snapshot's bytes, checked; when that
+  // snapshot is missing, corrupt or of another model, the whole log is prefilled again.
+  Status make_resident(AgentSession& s) {
+    if (s.state) return Status::ok_status();
+    HIPPO_RETURN_IF_ERROR(fit_budget(empty_state_bytes_ + engine::SessionState::growth_bytes(model_.text(), s.stored_tokens), &s));
+    Result<engine::SessionState> restored =
+        s.needs_rebuild ? Status(ErrorCode::kCorrupt, "its snapshot is ahead of its log") : restore(s);
+    if (restored.ok()) {
+      s.state = std::move(*restored);
+      ++stats_.resumes;
+    } else {
+      log::warn("session snapshot unusable; rebuilding from the conversation log",
+                {{"session", s.id}, {"error", restored.status().message()}});
+      ++stats_.rebuilds;
+      // The log holds every id of the session, the pending ones last.
+      HIPPO_ASSIGN_OR_RETURN(s.pending, log_ids(s.id));
+      s.state = model_.new_session();
+      s.snapshot_tokens = -1;
+    }
+    s.needs_rebuild = false;
+    s.stored_tokens = 0;
+    s.last_used = ++clock_;
+    return store_->set_session_status(s.id, status_name(SessionStatus::kReady));
+  }
+
+  Result<engine::SessionState> restore(AgentSession& s) {
+    if (s.stored_tokens == 0) return model_.new_session();
+    HIPPO_ASSIGN_OR_RETURN(std::optional<storage::SnapshotInfo> latest, store_->latest_snapshot(s.id));
+    if (!latest) return Status(ErrorCode::kNotFound, fmt::format("session {} has no snapshot", s.id));
+    if (latest->n_tokens != s.stored_tokens) {
+      return Status(ErrorCode::kCorrupt, fmt::format("session {}: the latest snapshot has {} tokens, the session {}",
+                                                     s.id, latest->n_tokens, s.stored_tokens));
+    }
+    std::vector<std::vector<std::byte>> buffers;
+    std::vector<storage::RestoreTarget> targets;
+    buffers.reserve(latest->streams.size());
+    for (const storage::StreamInfo& stream : latest->streams) {
+      buffers.emplace_back(static_cast<size_t>(stream.n_entries) * stream.entry_bytes);
+      targets.push_back({stream.name, buffers.back()});
+    }
+    HIPPO_ASSIGN_OR_RETURN(std::vector<std::byte> frontier, store_->restore_snapshot(*latest, model_.fingerprint(), targets));
+    std::vector<engine::StateStreamBytes> streams;
+    for (size_t i = 0; i < targets.size(); ++i) streams.push_back({targets[i].name, buffers[i]});
+    HIPPO_ASSIGN_OR_RETURN(engine::SessionState state, engine::SessionState::restore(model_.text(), frontier, streams));
+    if (!s.expected_prefix.empty() && state.token_ids() != s.expected_prefix) {
+      return Status(ErrorCode::kCorrupt, fmt::format("session {}: the snapshot's token ids differ from its log", s.id));
+    }
+    s.expected_prefix.clear();
+    s.expected_prefix.shrink_to_fit();
+    s.snapshot_tokens = state.n_tokens();
+    s.snapshot_time = Clock::now();
+    return state;
+  }
+
+  // Every id of the session's log, in order.
+  Result<std::vector<int32_t>> log_ids(const std::string& id) {
+    HIPPO_ASSIGN_OR_RETURN(std::vector<storage::MessageRecord> log, store_->list_messages(id));
+    std::vector<int32_t> ids;
+    for (const storage::MessageRecord& row : log) ids.insert(ids.end(), row.token_ids.begin(), row.token_ids.end());
+    return ids;
+  }
+
+  // --- sessions ---
+
+  static int64_t log_tokens(const AgentSession& s) { return s.n_tokens() + static_cast<int64_t>(s.pending.size()); }
+
+  Result<AgentSession*> find(const std::string& id) {
+    auto it = sessions_.find(id);
+    if (it != sessions_.end()) return it->second.get();
+    HIPPO_ASSIGN_OR_RETURN(std::unique_ptr<AgentSession> loaded, load(id));
+    AgentSession* s = loaded.get();
+    sessions_[id] = std::move(loaded);
+    return s;
+  }
+
+  // A session of the database that this process has not used yet: its settings, its chat encoder
+  // rebuilt by replaying the log (no model work), and what to restore.
+  Result<std::unique_ptr<AgentSession>> load(const std::string& id) {
+    HIPPO_ASSIGN_OR_RETURN(storage::SessionInfo info, store_->get_session(id));
+    if (info.status == status_name(SessionStatus::kClosed))
+      return Status(ErrorCode::kFailedPrecondition, fmt::format("session {} is closed", id));
+    if (info.model_fingerprint != model_.fingerprint()) {
+      return Status(ErrorCode::kFailedPrecondition,
+                    fmt::format("session {} belongs to model {}, this runtime serves {}", id, info.model_fingerprint,
+                                model_.fingerprint()));
+    }
+    HIPPO_ASSIGN_OR_RETURN(SessionSettings settings, settings_from_json(info.settings));
+    auto s = std::make_unique<AgentSession>(id, settings, tokenizer::ChatEncoder(tokenizer_, chat_options(settings, chat_family(tokenizer_))));
+    HIPPO_ASSIGN_OR_RETURN(std::vector<storage::MessageRecord> log, store_->list_messages(id));
+    std::vector<int32_t> ids;
+    std::vector<tokenizer::Message> group;
+    bool awaiting_answer = false;
+    for (const storage::MessageRecord& row : log) {
+      if (row.role == kRoleUser || row.role == kRoleTool) {
+        tokenizer::Message m;
+        m.role = row.role == kRoleUser ? tokenizer::Role::kUser : tokenizer::Role::kTool;
+        m.content = row.content;
+        m.tool_call_id = row.tool_calls;
+        if (row.role == kRoleTool) std::erase(s->open_calls, row.tool_calls);
+        group.push_back(std::move(m));
+      } else if (row.role == kRolePrompt) {
+        std::vector<tokenizer::Message> messages = ids.empty() ? system_message(settings) : std::vector<tokenizer::Message>{};
+        messages.insert(messages.end(), group.begin(), group.end());
+        HIPPO_ASSIGN_OR_RETURN(tokenizer::ChatSuffix suffix, s->encoder.encode_chat_suffix(messages, true));
+        if (suffix.ids != row.token_ids) {
+          return Status(ErrorCode::kCorrupt,
+                        fmt::format("session {}: message {} of the log does not render to the ids it recorded", id, row.seq));
+        }
+        group.clear();
+        awaiting_answer = true;
+        ids.insert(ids.end(), row.token_ids.begin(), row.token_ids.end());
+      } else if (row.role == kRoleAssistant) {
+        const AssistantTurn turn = parse_assistant_output(row.content, chat_family(tokenizer_), settings.thinking, s->n_calls);
+        const std::vector<tokenizer::Message> answer{turn.message(settings.thinking)};
+        HIPPO_RETURN_IF_ERROR(s->encoder.encode_chat_suffix(answer, false).status());
+        s->n_calls += static_cast<int64_t>(turn.calls.size());
+        s->open_calls.clear();
+        for (const tokenizer::ToolCall& call : turn.calls) s->open_calls.push_back(call.id);
+        awaiting_answer = false;
+        ids.insert(ids.end(), row.token_ids.begin(), row.token_ids.end());
+      }
+    }
+    if (awaiting_answer) {
+      // The process ended during a response: the turn closes as an empty answer, as after a cancel.
+      const std::vector<tokenizer::Message> empty_answer{AssistantTurn{}.message(settings.thinking)};
+      HIPPO_ASSIGN_OR_RETURN(tokenizer::ChatSuffix suffix, s->encoder.encode_chat_suffix(empty_answer, false));
+      storage::MessageRecord row;
+      row.role = kRoleAssistant;
+      row.first_token = static_cast<int64_t>(ids.size());
+      row.n_tokens = static_cast<int64_t>(suffix.ids.size());
+      row.token_ids = suffix.ids;
+      HIPPO_RETURN_IF_ERROR(store_->append_message(id, row).status());
+      ids.insert(ids.end(), suffix.ids.begin(), suffix.ids.end());
+    }
+    s->inputs = std::move(group);
+    s->status = s->open_calls.empty() ? SessionStatus::kReady : SessionStatus::kAwaitingTool;
+    HIPPO_ASSIGN_OR_RETURN(std::optional<storage::SnapshotInfo> latest, store_->latest_snapshot(id));
+    int64_t stored = latest ? latest->n_tokens : 0;
+    if (stored > static_cast<int64_t>(ids.size())) {
+      s->needs_rebuild = true;
+      s->stored_tokens = stored;
+    } else {
+      s->stored_tokens = stored;
+      s->expected_prefix.assign(ids.begin(), ids.begin() + stored);
+      s->pending.assign(ids.begin() + stored, ids.end());
+    }
+    s->snapshot_tokens = latest ? stored : -1;
+    s->last_used = ++clock_;
+    return s;
+  }
+
+  engine::Model& model_;
+  const tokenizer::Tokenizer& tokenizer_;
+  RuntimeOptions options_;
+  std::unique_ptr<storage::SessionStore> store_;
+  uint64_t empty_state_bytes_ = 0;
+
+  std::map<std::string, std::unique_ptr<AgentSession>> sessions_;
+  std::deque<AgentSession*> queue_;     // responses waiting for admission
+  std::vector<AgentSession*> running_;  // admitted, in admission order
+  uint64_t clock_ = 0;
+  RuntimeStats stats_;
+
+  std::mutex mutex_;
+  std::condition_variable wake_;
+  std::deque<std::function<void()>> commands_;
+  bool stopping_ = false;
+  bool stopped_ = false;
+  std::thread thread_;
+};
+
+Result<std::unique_ptr<AgentRuntime>> AgentRuntime::open(engine::Model& model, const tokenizer::Tokenizer& tokenizer,
+                                                         const RuntimeOptions& options) {
+  HIPPO_ASSIGN_OR_RETURN(std::unique_ptr<storage::SessionStore> store, storage::SessionStore::open(options.db_path));
+  return std::unique_ptr<AgentRuntime>(
+      new AgentRuntime(std::make_unique<Engine>(model, tokenizer, options, std::move(store))));
+}
+
+AgentRuntime::AgentRuntime(std::unique_ptr<Engine> engine) : engine_(std::move(engine)) {}
+
+AgentRuntime::~AgentRuntime() {
+  if (engine_) (void)engine_->call([this]() -> Status { return engine_->shutdown(); });
+}
+
+Result<std::string> AgentRuntime::create_session(const SessionSettings& settings, std::string id,
+                                                 std::optional<int64_t> tenant) {
+  return engine_->call([&]() -> Result<std::string> { return engine_->create_session(settings, std::move(id), tenant); });
+}
+
+Status AgentRuntime::append_input(const std::string& session_id, std::vector<InputItem> items) {
+  return engine_->call([&]() -> Status { return engine_->append_input(session_id, std::move(items)); });
+}
+
+Status AgentRuntime::create_response(const std::string& session_id, ResponseOptions options, EventSink sink) {
+  return engine_->call(
+      [&]() -> Status { return engine_->create_response(session_id, std::move(options), std::move(sink)); });
+}
+
+Status AgentRuntime::cancel(const std::string& session_id) {
+  return engine_->call([&]() -> Status { return engine_->cancel(session_id); });
+}
+
+Status AgentRuntime::snapshot(const std::string& session_id) {
+  return engine_->call([&]() -> Status { return engine_->snapshot_now(session_id); });
+}
+
+Status AgentRuntime::swap_out(const std::string& session_id) {
+  return engine_->call([&]() -> Status { return engine_->swap_out_now(session_id); });
+}
+
+Status AgentRuntime::close_session(const std::string& session_id) {
+  return engine_->call([&]() -> Status { return engine_->close(session_id); });
+}
+
+Result<SessionView> AgentRuntime::session(const std::string& session_id) {
+  return engine_->call([&]() -> Result<SessionView> { return engine_->view(session_id); });
+}
+
+RuntimeStats AgentRuntime::stats() {
+  Result<RuntimeStats> r = engine_->call([&]() -> Result<RuntimeStats> { return engine_->stats(); });
+  return r.ok() ? *r : RuntimeStats{};
+}
+
+Result<std::vector<float>> AgentRuntime::next_logits(const std::string& session_id) {
+  return engine_->call([&]() -> Result<std::vector<float>> { return engine_->next_logits(session_id); });
+}
+
+Status AgentRuntime::shutdown() {
+  return engine_->call([&]() -> Status { return engine_->shutdown(); });
+}
+
+}  // namespace hippo::agents

@@ -1,0 +1,90 @@
+// AgentRuntime: one model, many long-lived sessions (product.md §2, §9). Every session operation
+// runs on one engine thread, which also runs the scheduler:
+//
+//   each step   decode: every running response that has prefilled its input adds one token;
+//               prefill: the oldest response still prefilling adds a chunk (small while others
+//               decode, so their inter-token latency stays bounded), the part before the decoder
+//               tail through the encoder layers only (engine/model/model.h);
+//               all of it in one batched forward, then each decoding response samples.
+//   memory      resident model state plus what running responses may still add stays within
+//               kv_memory_bytes: before a response is admitted, least-recently-used idle sessions
+//               are snapshotted (incrementally) into SQLite and freed; sessions awaiting a tool
+//               result are kept for tool_grace first. A swapped session's next response restores
+//               its bytes, with no prefill.
+//   durability  the conversation log is written as it happens; a session's state is snapshotted
+//               after a response once snapshot_interval has passed, on swap-out and at shutdown.
+//               After a crash a session resumes from its latest snapshot plus the ids its log has
+//               past it; a corrupt or foreign snapshot means a rebuild from the whole log.
+//
+// Public methods are thread-safe and return once the engine thread has done the operation;
+// response events reach the sink on the engine thread.
+#pragma once
+
+#include "agents/agent_types.h"
+#include "base/status.h"
+
+#include <chrono>
+#include <cstdint>
+#include <memory>
+#include <optional>
+#include <string>
+#include <vector>
+
+namespace hippo::engine {
+class Model;
+}
+namespace hippo::tokenizer {
+class Tokenizer;
+}
+
+namespace hippo::agents {
+
+struct RuntimeOptions {
+  std::string db_path = "hippo.db";
+  uint64_t kv_memory_bytes = uint64_t{8} << 30;
+  int64_t max_context_tokens = 0;        // 0: the model's maximum
+  int64_t max_output_tokens = 32768;     // the most a response may ask for
+  int64_t max_queued_responses = 1024;
+  int64_t prefill_chunk_tokens = 2048;   // per step when nobody decodes
+  int64_t interleaved_prefill_tokens = 128;  // per step while others decode
+  int64_t max_batch_sessions = 256;
+  std::chrono::milliseconds tool_grace{2000};
+  std::chrono::milliseconds snapshot_interval{30000};
+};
+
+class AgentRuntime {
+ public:
+  // model and tokenizer must outlive the runtime.
+  static Result<std::unique_ptr<AgentRuntime>> open(engine::Model& model, const tokenizer::Tokenizer& tokenizer,
+                                                    const RuntimeOptions& options);
+  // Stops the engine thread after shutdown() (if not called already).
+  ~AgentRuntime();
+
+  // id empty: one is made. Sessions of the database made with another model stay listed but
+  // cannot be used (kFailedPrecondition).
+  Result<std::string> create_session(const SessionSettings& settings, std::string id = {},
+                                     std::optional<int64_t> tenant = std::nullopt);
+  Status append_input(const std::string& session_id, std::vector<InputItem> items);
+  // Queues a response to everything appended so far. Events go to sink; the last is kCompleted
+  // (finish_reason "cancelled" after cancel()) or kFailed.
+  Status create_response(const std::string& session_id, ResponseOptions options, EventSink sink);
+  Status cancel(const std::string& session_id);
+  // Snapshots the session now (durable when it returns).
+  Status snapshot(const std::string& session_id);
+  // Snapshots and frees the session's model state (for tests and the admin API).
+  Status swap_out(const std::string& session_id);
+  Status close_session(const std::string& session_id);
+  Result<SessionView> session(const std::string& session_id);
+  RuntimeStats stats();
+  // Logits after the session's last token (resuming it if needed): the exact-resume tests use it.
+  Result<std::vector<float>> next_logits(const std::string& session_id);
+  // Cancels running responses, snapshots every resident session, stops the engine thread.
+  Status shutdown();
+
+ private:
+  class Engine;
+  explicit AgentRuntime(std::unique_ptr<Engine> engine);
+  std::unique_ptr<Engine> engine_;
+};
+
+}  // namespace hippo::agents

@@ -1,0 +1,398 @@
+// The agent runtime on the real engine (the tiny checkpoint that `model init` writes, the real
+// tokenizer) and a real SQLite file: responses, swap-out and exact resume, batching equal to running
+// alone, the memory budget, cancellation, a killed process resumed from snapshot plus log, and a
+// corrupt snapshot rebuilt from the log.
+#include "agents/runtime.h"
+#include "engine/model/model.h"
+#include "engine/tokenizer/tokenizer.h"
+#include "storage/sqlite.h"
+#include "storage/store.h"
+#include "tests/engine/test_paths.h"
+
+#include <catch2/catch.hpp>
+
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include <atomic>
+#include <condition_variable>
+#include <thread>
+#include <csignal>
+#include <filesystem>
+#include <mutex>
+
+namespace hippo::agents {
+namespace {
+
+using engine::testing::TempDir;
+
+struct Fixture {
+  Fixture() {
+    static TempDir dir;
+    static const std::string path = engine::testing::init_preset(dir, "tiny", false, 1, "tiny");
+    model_dir = path;
+  }
+  std::string model_dir;
+};
+
+engine::Model& model() {
+  static std::unique_ptr<engine::Model> m = [] {
+    engine::ModelOptions options;
+    options.n_threads = 2;
+    auto loaded = engine::Model::load(Fixture().model_dir, options);
+    REQUIRE(loaded.ok());
+    return std::move(loaded.value());
+  }();
+  return *m;
+}
+
+const tokenizer::Tokenizer& tok() {
+  static tokenizer::Tokenizer t = [] {
+    auto loaded = tokenizer::Tokenizer::load(std::filesystem::path(Fixture().model_dir) / "tokenizer.json");
+    REQUIRE(loaded.ok());
+    return std::move(loaded.value());
+  }();
+  return t;
+}
+
+// Collects a response's events; wait() returns once the last one arrived.
+struct Collector {
+  std::mutex mutex;
+  std::condition_variable done_cv;
+  std::vector<ResponseEvent> events;
+  bool done = false;
+
+  EventSink sink() {
+    return [this](const ResponseEvent& e) {
+      std::lock_guard lock(mutex);
+      events.push_back(e);
+      if (e.kind == ResponseEvent::Kind::kCompleted || e.kind == ResponseEvent::Kind::kFailed) {
+        done = true;
+        done_cv.notify_all();
+      }
+    };
+  }
+  const ResponseEvent& wait() {
+    std::unique_lock lock(mutex);
+    done_cv.wait(lock, [&] { return done; });
+    return events.back();
+  }
+  std::string text() {
+    std::lock_guard lock(mutex);
+    std::string out;
+    for (const ResponseEvent& e : events)
+      if (e.kind == ResponseEvent::Kind::kTextDelta || e.kind == ResponseEvent::Kind::kReasoningDelta) out += e.text;
+    return out;
+  }
+};
+
+std::unique_ptr<AgentRuntime> open_runtime(const std::string& db, RuntimeOptions options = {}) {
+  options.db_path = db;
+  auto runtime = AgentRuntime::open(model(), tok(), options);
+  INFO(runtime.status().to_string());
+  REQUIRE(runtime.ok());
+  return std::move(runtime.value());
+}
+
+ResponseOptions greedy(int64_t max_tokens) {
+  ResponseOptions o;
+  o.max_output_tokens = max_tokens;
+  return o;
+}
+
+// One user turn and its response, waited for.
+ResponseEvent turn(AgentRuntime& rt, const std::string& id, const std::string& text, int64_t max_tokens = 6,
+                   std::string* output = nullptr) {
+  REQUIRE(rt.append_input(id, {{InputItem::Kind::kUserMessage, text, ""}}).ok());
+  Collector c;
+  const Status created = rt.create_response(id, greedy(max_tokens), c.sink());
+  INFO(created.to_string());
+  REQUIRE(created.ok());
+  ResponseEvent last = c.wait();
+  if (output != nullptr) *output = c.text();
+  return last;
+}
+
+// The logits of the session's ids, prefilled directly through the engine: the exact reference for
+// whatever the runtime did (swap-outs, batches, restarts, rebuilds).
+std::vector<float> direct_logits(const std::string& db, const std::string& id, int64_t pending) {
+  auto store = storage::SessionStore::open(db);
+  REQUIRE(store.ok());
+  auto log = (*store)->list_messages(id);
+  REQUIRE(log.ok());
+  std::vector<int32_t> ids;
+  for (const auto& row : *log) ids.insert(ids.end(), row.token_ids.begin(), row.token_ids.end());
+  REQUIRE(static_cast<int64_t>(ids.size()) > pending);
+  ids.resize(ids.size() - static_cast<size_t>(pending));
+  engine::SessionState state = model().new_session();
+  REQUIRE(model().prefill(state, ids).ok());
+  return state.next_logits();
+}
+
+void check_exact(AgentRuntime& rt, const std::string& db, const std::string& id) {
+  auto view = rt.session(id);
+  REQUIRE(view.ok());
+  auto logits = rt.next_logits(id);
+  REQUIRE(logits.ok());
+  CHECK(*logits == direct_logits(db, id, view->pending_tokens));
+}
+
+}  // namespace
+
+TEST_CASE("a response streams events and completes; the log's ids are the session's", "[agents]") {
+  TempDir dir;
+  const std::string db = dir / "hippo.db";
+  auto rt = open_runtime(db);
+  SessionSettings settings;
+  settings.instructions = "You are terse.";
+  auto id = rt->create_session(settings);
+  REQUIRE(id.ok());
+  const ResponseEvent done = turn(*rt, *id, "Hello there", 5);
+  REQUIRE(done.kind == ResponseEvent::Kind::kCompleted);
+  CHECK((done.finish_reason == "length" || done.finish_reason == "stop"));
+  CHECK(done.usage.output_tokens >= 1);
+  CHECK(done.usage.output_tokens <= 5);
+  CHECK(done.usage.cached_tokens == 0);
+  const ResponseEvent second = turn(*rt, *id, "And again", 4);
+  CHECK(second.usage.cached_tokens > 0);  // the first turn's context was not prefilled again
+  check_exact(*rt, db, *id);
+
+  auto store = storage::SessionStore::open(db);
+  auto log = (*store)->list_messages(*id);
+  REQUIRE(log->size() == 6);  // user, prompt, assistant, twice
+  CHECK((*log)[0].role == "user");
+  CHECK((*log)[1].role == "prompt");
+  CHECK((*log)[2].role == "assistant");
+  CHECK((*log)[2].token_ids.back() == model().config().eos_token_id);
+}
+
+TEST_CASE("requests the runtime cannot take are clear errors and change nothing", "[agents]") {
+  TempDir dir;
+  auto rt = open_runtime(dir / "hippo.db");
+  auto id = rt->create_session({});
+  REQUIRE(id.ok());
+  Collector c;
+  CHECK(rt->create_response(*id, greedy(0), c.sink()).code() == ErrorCode::kInvalidArgument);
+  CHECK(rt->append_input(*id, {{InputItem::Kind::kToolResult, "42", "call_0"}}).code() == ErrorCode::kInvalidArgument);
+  CHECK(rt->create_response("nope", greedy(4), c.sink()).code() == ErrorCode::kNotFound);
+  REQUIRE(rt->append_input(*id, {{InputItem::Kind::kUserMessage, "hi", ""}}).ok());
+  CHECK(rt->create_response(*id, greedy(model().text().max_position_embeddings), c.sink()).code() ==
+        ErrorCode::kInvalidArgument);
+  RuntimeOptions small;
+  small.max_context_tokens = 20;
+  TempDir dir2;
+  auto rt2 = open_runtime(dir2 / "hippo.db", small);
+  auto id2 = rt2->create_session({});
+  std::string long_text;
+  for (int i = 0; i < 10; ++i) long_text += "a longer message than the context allows ";
+  REQUIRE(rt2->append_input(*id2, {{InputItem::Kind::kUserMessage, long_text, ""}}).ok());
+  CHECK(rt2->create_response(*id2, greedy(1), c.sink()).code() == ErrorCode::kResourceExhausted);
+  CHECK(rt2->session(*id2)->pending_tokens == 0);
+  CHECK(rt2->session(*id2)->n_tokens == 0);
+}
+
+TEST_CASE("a swapped-out session resumes exactly, with no prefill", "[agents]") {
+  TempDir dir;
+  const std::string db = dir / "hippo.db";
+  auto rt = open_runtime(db);
+  auto a = rt->create_session({});
+  auto b = rt->create_session({});
+  std::string out_a, out_b;
+  turn(*rt, *a, "Tell me about hippos.", 6, &out_a);
+  turn(*rt, *b, "Tell me about hippos.", 6, &out_b);
+  CHECK(out_a == out_b);
+  REQUIRE(rt->swap_out(*a).ok());
+  CHECK(rt->session(*a)->status == SessionStatus::kSwapped);
+  CHECK(rt->session(*a)->resident_bytes == 0);
+  const int64_t stored = rt->session(*a)->n_tokens;
+  CHECK(stored > 0);
+  const ResponseEvent resumed = turn(*rt, *a, "More, please.", 6, &out_a);
+  turn(*rt, *b, "More, please.", 6, &out_b);
+  CHECK(out_a == out_b);
+  CHECK(resumed.usage.cached_tokens == stored);
+  CHECK(*rt->next_logits(*a) == *rt->next_logits(*b));
+  CHECK(rt->stats().resumes == 1);
+  check_exact(*rt, db, *a);
+}
+
+TEST_CASE("64 interleaved sessions each equal the same session run alone", "[agents]") {
+  TempDir dir;
+  const std::string db = dir / "batched.db", alone_db = dir / "alone.db";
+  constexpr int kSessions = 64;
+  std::vector<std::string> outputs(kSessions), alone(kSessions);
+  std::vector<std::vector<float>> logits(kSessions);
+  {
+    auto rt = open_runtime(db);
+    std::vector<std::string> ids;
+    std::vector<std::unique_ptr<Collector>> collectors;
+    for (int i = 0; i < kSessions; ++i) {
+      ids.push_back(*rt->create_session({}));
+      REQUIRE(rt->append_input(ids[i], {{InputItem::Kind::kUserMessage, "Question number " + std::to_string(i * 37), ""}}).ok());
+    }
+    // Requests from many threads at once, as a server's connections make them.
+    for (int i = 0; i < kSessions; ++i) collectors.push_back(std::make_unique<Collector>());
+    std::vector<std::thread> clients;
+    std::atomic<int> created{0};
+    for (int i = 0; i < kSessions; ++i) {
+      clients.emplace_back([&, i] {
+        if (rt->create_response(ids[i], greedy(4 + i % 5), collectors[i]->sink()).ok()) ++created;
+      });
+    }
+    for (std::thread& t : clients) t.join();
+    REQUIRE(created == kSessions);
+    for (int i = 0; i < kSessions; ++i) {
+      CHECK(collectors[i]->wait().kind == ResponseEvent::Kind::kCompleted);
+      outputs[i] = collectors[i]->text();
+      logits[i] = *rt->next_logits(ids[i]);
+    }
+    CHECK(rt->stats().largest_batch > 8);
+  }
+  auto rt = open_runtime(alone_db);
+  for (int i = 0; i < kSessions; ++i) {
+    auto id = rt->create_session({});
+    REQUIRE(rt->append_input(*id, {{InputItem::Kind::kUserMessage, "Question number " + std::to_string(i * 37), ""}}).ok());
+    Collector c;
+    REQUIRE(rt->create_response(*id, greedy(4 + i % 5), c.sink()).ok());
+    c.wait();
+    CHECK(c.text() == outputs[i]);
+    CHECK(*rt->next_logits(*id) == logits[i]);
+  }
+}
+
+TEST_CASE("the KV memory budget is never exceeded; evicted sessions continue exactly", "[agents]") {
+  TempDir dir;
+  const std::string db = dir / "hippo.db";
+  RuntimeOptions options;
+  const uint64_t one = model().new_session().memory_bytes() + engine::SessionState::growth_bytes(model().text(), 64);
+  options.kv_memory_bytes = 3 * one;
+  auto rt = open_runtime(db, options);
+  std::vector<std::string> ids;
+  for (int i = 0; i < 8; ++i) ids.push_back(*rt->create_session({}));
+  for (int round = 0; round < 2; ++round) {
+    for (int i = 0; i < 8; ++i) {
+      const ResponseEvent done = turn(*rt, ids[i], "Round " + std::to_string(round) + " for " + std::to_string(i), 3);
+      REQUIRE(done.kind == ResponseEvent::Kind::kCompleted);
+      CHECK(rt->stats().resident_bytes <= options.kv_memory_bytes);
+    }
+  }
+  const RuntimeStats stats = rt->stats();
+  CHECK(stats.peak_committed_bytes <= options.kv_memory_bytes);
+  CHECK(stats.swap_outs >= 8);
+  CHECK(stats.resumes >= 8);
+  for (const std::string& id : ids) check_exact(*rt, db, id);
+}
+
+TEST_CASE("a response that cannot fit the budget at all fails clearly", "[agents]") {
+  TempDir dir;
+  RuntimeOptions options;
+  options.kv_memory_bytes = model().new_session().memory_bytes() + 1000;
+  auto rt = open_runtime(dir / "hippo.db", options);
+  auto id = rt->create_session({});
+  REQUIRE(rt->append_input(*id, {{InputItem::Kind::kUserMessage, "hi", ""}}).ok());
+  Collector c;
+  REQUIRE(rt->create_response(*id, greedy(4), c.sink()).ok());
+  const ResponseEvent last = c.wait();
+  CHECK(last.kind == ResponseEvent::Kind::kFailed);
+  CHECK(last.error.code() == ErrorCode::kResourceExhausted);
+}
+
+TEST_CASE("cancelling mid-prefill leaves the session usable and exact", "[agents]") {
+  TempDir dir;
+  const std::string db = dir / "hippo.db";
+  RuntimeOptions options;
+  options.prefill_chunk_tokens = 32;
+  auto rt = open_runtime(db, options);
+  auto id = rt->create_session({});
+  std::string long_text;
+  for (int i = 0; i < 300; ++i) long_text += "word" + std::to_string(i) + " ";
+  REQUIRE(rt->append_input(*id, {{InputItem::Kind::kUserMessage, long_text, ""}}).ok());
+  Collector c;
+  REQUIRE(rt->create_response(*id, greedy(8), c.sink()).ok());
+  REQUIRE(rt->cancel(*id).ok());
+  const ResponseEvent cancelled = c.wait();
+  CHECK(cancelled.kind == ResponseEvent::Kind::kCompleted);
+  CHECK(cancelled.finish_reason == "cancelled");
+  const ResponseEvent next = turn(*rt, *id, "Short question?", 4);
+  CHECK(next.kind == ResponseEvent::Kind::kCompleted);
+  CHECK(next.finish_reason != "cancelled");
+  check_exact(*rt, db, *id);
+}
+
+TEST_CASE("a killed process: every session continues from its snapshot plus its log", "[agents]") {
+  TempDir dir;
+  const std::string db = dir / "hippo.db";
+  const pid_t child = fork();
+  REQUIRE(child >= 0);
+  if (child == 0) {  // the process that dies: its own model, two turns, one snapshot between them
+    engine::ModelOptions mo;
+    mo.n_threads = 1;
+    auto m = engine::Model::load(Fixture().model_dir, mo);
+    auto t = tokenizer::Tokenizer::load(std::filesystem::path(Fixture().model_dir) / "tokenizer.json");
+    RuntimeOptions options;
+    options.db_path = db;
+    options.snapshot_interval = std::chrono::hours(1);
+    auto rt = AgentRuntime::open(**m, *t, options);
+    if (!rt.ok()) _exit(2);
+    for (const char* name : {"alpha", "beta"}) {
+      if (!(*rt)->create_session({}, name).ok()) _exit(3);
+      if (!(*rt)->append_input(name, {{InputItem::Kind::kUserMessage, std::string("first for ") + name, ""}}).ok()) _exit(5);
+      Collector c1;
+      if (!(*rt)->create_response(name, greedy(4), c1.sink()).ok()) _exit(6);
+      c1.wait();
+      if (!(*rt)->snapshot(name).ok()) _exit(4);
+      if (!(*rt)->append_input(name, {{InputItem::Kind::kUserMessage, "second", ""}}).ok()) _exit(7);
+      Collector c2;
+      if (!(*rt)->create_response(name, greedy(4), c2.sink()).ok()) _exit(8);
+      c2.wait();
+    }
+    raise(SIGKILL);
+  }
+  int status = 0;
+  REQUIRE(waitpid(child, &status, 0) == child);
+  REQUIRE(WIFSIGNALED(status));
+  REQUIRE(WTERMSIG(status) == SIGKILL);
+
+  auto rt = open_runtime(db);
+  for (const char* name : {"alpha", "beta"}) {
+    const ResponseEvent next = turn(*rt, name, "third", 4);
+    REQUIRE(next.kind == ResponseEvent::Kind::kCompleted);
+    check_exact(*rt, db, name);
+  }
+  CHECK(rt->stats().resumes == 2);
+  CHECK(rt->stats().rebuilds == 0);
+}
+
+TEST_CASE("a corrupt snapshot is rebuilt from the log, never used", "[agents]") {
+  TempDir dir;
+  const std::string db = dir / "hippo.db";
+  std::string id;
+  {
+    auto rt = open_runtime(db);
+    id = *rt->create_session({});
+    turn(*rt, id, "Remember this.", 4);
+    REQUIRE(rt->shutdown().ok());
+  }
+  {
+    auto raw = storage::Db::open(db, storage::Db::Mode::kReadWrite, 1000);
+    REQUIRE(raw.ok());
+    REQUIRE(raw->exec("UPDATE kv_chunks SET checksum = checksum + 1").ok());
+  }
+  auto rt = open_runtime(db);
+  const ResponseEvent next = turn(*rt, id, "What was it?", 4);
+  REQUIRE(next.kind == ResponseEvent::Kind::kCompleted);
+  CHECK(rt->stats().rebuilds == 1);
+  check_exact(*rt, db, id);
+}
+
+TEST_CASE("a session of another model is refused", "[agents]") {
+  TempDir dir;
+  const std::string db = dir / "hippo.db";
+  {
+    auto store = storage::SessionStore::open(db);
+    REQUIRE((*store)->create_session({"foreign", std::nullopt, "0000000000000000"}).ok());
+  }
+  auto rt = open_runtime(db);
+  CHECK(rt->session("foreign").status().code() == ErrorCode::kFailedPrecondition);
+}
+
+}  // namespace hippo::agents
