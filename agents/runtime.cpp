@@ -91,11 +91,10 @@ class AgentRuntime::Engine {
     row.model_fingerprint = model_.fingerprint();
     row.settings = settings_to_json(settings);
     HIPPO_ASSIGN_OR_RETURN(storage::SessionInfo info, store_->create_session(row));
+    // No model state until its first response needs one.
     auto session = std::make_unique<AgentSession>(info.id, settings, tokenizer::ChatEncoder(tokenizer_, chat_options(settings, chat_family(tokenizer_))));
-    session->state = model_.new_session();
     session->last_used = ++clock_;
     sessions_[info.id] = std::move(session);
-    HIPPO_RETURN_IF_ERROR(fit_budget(0));
     return info.id;
   }
 
@@ -284,7 +283,9 @@ class AgentRuntime::Engine {
     std::vector<engine::ForwardRequest> batch;
     for (AgentSession* s : decoders) batch.push_back({&*s->state, s->pending, nullptr});
 
-    int64_t budget = decoders.empty() ? options_.prefill_chunk_tokens : options_.interleaved_prefill_tokens;
+    const auto started = Clock::now();
+    int64_t budget = decoders.empty() ? options_.prefill_chunk_tokens
+                                      : std::max<int64_t>(1, static_cast<int64_t>(interleaved_budget_));
     const int64_t tail = model_.decoder_tail_tokens();
     std::vector<std::pair<AgentSession*, int64_t>> prefills;  // full-depth chunks in the batch
     std::vector<std::pair<AgentSession*, Status>> failed;
@@ -330,6 +331,25 @@ class AgentRuntime::Engine {
       if (s->pending.empty()) sample(*s);
     }
     note_commitment();
+    if (!decoders.empty()) pace_prefill(std::chrono::duration<double>(Clock::now() - started).count(),
+                                        !prefills.empty() || encoder_pass);
+  }
+
+  // Sizes the prefill that rides along with decoding: a step with prefill may take about
+  // kPrefillStepRatio times a decode-only step, whatever the model, the batch or the context.
+  void pace_prefill(double seconds, bool had_prefill) {
+    constexpr double kPrefillStepRatio = 2.0;
+    if (!had_prefill) {
+      decode_step_seconds_ = decode_step_seconds_ == 0 ? seconds : 0.9 * decode_step_seconds_ + 0.1 * seconds;
+      return;
+    }
+    if (decode_step_seconds_ == 0) return;
+    const double max_budget = static_cast<double>(options_.interleaved_prefill_tokens);
+    if (seconds > kPrefillStepRatio * decode_step_seconds_) {
+      interleaved_budget_ = std::max(1.0, interleaved_budget_ * 0.75);
+    } else {
+      interleaved_budget_ = std::min(max_budget, interleaved_budget_ * 1.1 + 1.0);
+    }
   }
 
   void sample(AgentSession& s) {
@@ -520,6 +540,11 @@ class AgentRuntime::Engine {
   Status make_resident(AgentSession& s) {
     if (s.state) return Status::ok_status();
     HIPPO_RETURN_IF_ERROR(fit_budget(empty_state_bytes_ + engine::SessionState::growth_bytes(model_.text(), s.stored_tokens), &s));
+    s.last_used = ++clock_;
+    if (s.stored_tokens == 0 && !s.needs_rebuild) {  // nothing computed yet
+      s.state = model_.new_session();
+      return Status::ok_status();
+    }
     Result<engine::SessionState> restored =
         s.needs_rebuild ? Status(ErrorCode::kCorrupt, "its snapshot is ahead of its log") : restore(s);
     if (restored.ok()) {
@@ -536,12 +561,10 @@ class AgentRuntime::Engine {
     }
     s.needs_rebuild = false;
     s.stored_tokens = 0;
-    s.last_used = ++clock_;
     return store_->set_session_status(s.id, status_name(SessionStatus::kReady));
   }
 
   Result<engine::SessionState> restore(AgentSession& s) {
-    if (s.stored_tokens == 0) return model_.new_session();
     HIPPO_ASSIGN_OR_RETURN(std::optional<storage::SnapshotInfo> latest, store_->latest_snapshot(s.id));
     if (!latest) return Status(ErrorCode::kNotFound, fmt::format("session {} has no snapshot", s.id));
     if (latest->n_tokens != s.stored_tokens) {
@@ -677,6 +700,8 @@ class AgentRuntime::Engine {
   std::vector<AgentSession*> running_;  // admitted, in admission order
   uint64_t clock_ = 0;
   RuntimeStats stats_;
+  double interleaved_budget_ = 16;   // prefill tokens per step while others decode (pace_prefill)
+  double decode_step_seconds_ = 0;   // moving average of decode-only steps
 
   std::mutex mutex_;
   std::condition_variable wake_;
