@@ -1,0 +1,81 @@
+// The sampler: greedy ties, determinism per seed, the distribution it draws from, and the cuts
+// (top-k, min-p, top-p) on logits whose probabilities are known.
+#include "engine/sampling/sampler.h"
+
+#include <catch2/catch.hpp>
+
+#include <cmath>
+#include <map>
+#include <vector>
+
+using hippo::engine::Sampler;
+using hippo::engine::SamplingParams;
+
+namespace {
+
+// p = (0.5, 0.25, 0.125, 0.125) at temperature 1.
+const std::vector<float> kLogits = {std::log(0.5f), std::log(0.25f), std::log(0.125f), std::log(0.125f)};
+
+std::map<int32_t, int> histogram(SamplingParams params, int draws) {
+  Sampler sampler(params);
+  std::map<int32_t, int> counts;
+  for (int i = 0; i < draws; ++i) ++counts[sampler.next(kLogits)];
+  return counts;
+}
+
+}  // namespace
+
+TEST_CASE("greedy takes the lowest id among equal maxima", "[sampler]") {
+  Sampler greedy({});
+  CHECK(greedy.next(std::vector<float>{1.0f, 3.0f, 3.0f, 2.0f}) == 1);
+}
+
+TEST_CASE("the same seed gives the same draws; another seed others", "[sampler]") {
+  SamplingParams p;
+  p.temperature = 1.0;
+  p.seed = 42;
+  Sampler a(p), b(p);
+  p.seed = 43;
+  Sampler c(p);
+  std::vector<int32_t> da, db, dc;
+  for (int i = 0; i < 200; ++i) {
+    da.push_back(a.next(kLogits));
+    db.push_back(b.next(kLogits));
+    dc.push_back(c.next(kLogits));
+  }
+  CHECK(da == db);
+  CHECK(da != dc);
+}
+
+TEST_CASE("temperature sampling follows the softmax; the cuts remove what they should", "[sampler]") {
+  constexpr int kDraws = 40000;
+  SamplingParams p;
+  p.temperature = 1.0;
+  auto counts = histogram(p, kDraws);
+  CHECK(std::abs(counts[0] / double(kDraws) - 0.5) < 0.015);
+  CHECK(std::abs(counts[1] / double(kDraws) - 0.25) < 0.015);
+  CHECK(std::abs(counts[3] / double(kDraws) - 0.125) < 0.015);
+
+  SamplingParams k = p;
+  k.top_k = 2;
+  counts = histogram(k, kDraws);
+  CHECK(counts.count(2) == 0);
+  CHECK(counts.count(3) == 0);
+  CHECK(std::abs(counts[0] / double(kDraws) - 2.0 / 3.0) < 0.015);
+
+  SamplingParams m = p;
+  m.min_p = 0.4;  // keeps p >= 0.2
+  counts = histogram(m, kDraws);
+  CHECK(counts.size() == 2);
+
+  SamplingParams t = p;
+  t.top_p = 0.7;  // 0.5 + 0.25 reaches it
+  counts = histogram(t, kDraws);
+  CHECK(counts.size() == 2);
+  CHECK(std::abs(counts[1] / double(kDraws) - 1.0 / 3.0) < 0.015);
+
+  SamplingParams cold = p;
+  cold.temperature = 0.05;
+  counts = histogram(cold, 2000);
+  CHECK(counts[0] == 2000);
+}
