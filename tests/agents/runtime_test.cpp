@@ -345,6 +345,17 @@ TEST_CASE("a killed process: every session continues from its snapshot plus its 
       if (!(*rt)->create_response(name, greedy(4), c2.sink()).ok()) _exit(8);
       c2.wait();
     }
+    // Killed in the middle of a response: its prompt is logged, its answer is not.
+    if (!(*rt)->append_input("alpha", {{InputItem::Kind::kUserMessage, "a long answer, please", ""}}).ok()) _exit(9);
+    std::atomic<int> tokens{0};
+    ResponseOptions sampled = greedy(4096);
+    sampled.sampling.temperature = 1.0;
+    if (!(*rt)->create_response("alpha", sampled, [&](const ResponseEvent& e) {
+          tokens += e.kind == ResponseEvent::Kind::kCompleted ? 1000 : 1;
+        }).ok())
+      _exit(10);
+    while (tokens < 3) std::this_thread::sleep_for(std::chrono::milliseconds(1));
+    if (tokens >= 1000) _exit(11);  // it was to be killed mid-response
     raise(SIGKILL);
   }
   int status = 0;
