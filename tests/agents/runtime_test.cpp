@@ -2,8 +2,10 @@
 // tokenizer) and a real SQLite file: responses, swap-out and exact resume, batching equal to running
 // alone, the memory budget, cancellation, a killed process resumed from snapshot plus log, and a
 // corrupt snapshot rebuilt from the log.
+#include "agents/response_job.h"
 #include "agents/runtime.h"
 #include "engine/model/model.h"
+#include "engine/tokenizer/dsml_syntax.h"
 #include "engine/tokenizer/tokenizer.h"
 #include "storage/sqlite.h"
 #include "storage/store.h"
@@ -404,6 +406,89 @@ TEST_CASE("a session of another model is refused", "[agents]") {
   }
   auto rt = open_runtime(db);
   CHECK(rt->session("foreign").status().code() == ErrorCode::kFailedPrecondition);
+}
+
+}  // namespace hippo::agents
+
+namespace hippo::agents {
+
+// The tool-call flow from a log in which the model called two tools (written through the real
+// store, ids rendered by the real chat encoder): the session comes back awaiting both results,
+// refuses a response until they are in, and renders them in the order of the calls whatever the
+// order they were given in.
+TEST_CASE("tool calls: awaiting_tool until every result is in; results rendered in call order", "[agents]") {
+  TempDir dir;
+  const std::string db = dir / "hippo.db";
+  SessionSettings settings;
+  settings.tools = {{"calc", "Evaluates arithmetic", R"({"type":"object","properties":{"expr":{"type":"string"}}})"},
+                    {"whoami", "Names the assistant", R"({"type":"object","properties":{}})"}};
+  const tokenizer::DsmlSyntax& x = tokenizer::dsml_syntax(chat_family(tok()));
+  const std::string calls = "\n\n" + std::string(x.block_open) + "\n" + std::string(x.invoke_open) + "calc\">\n" +
+                            std::string(x.param_open) + "expr\" string=\"true\">2+2" + std::string(x.param_close) + "\n" +
+                            std::string(x.invoke_close) + "\n" + std::string(x.invoke_open) + "whoami\">\n" +
+                            std::string(x.invoke_close) + "\n" + std::string(x.block_close);
+  {
+    auto store = storage::SessionStore::open(db);
+    REQUIRE(store.ok());
+    REQUIRE((*store)->create_session({"tools", std::nullopt, model().fingerprint(), settings_to_json(settings)}).ok());
+    tokenizer::ChatOptions options;
+    options.family = chat_family(tok());
+    options.tools = settings.tools;
+    options.thinking = settings.thinking;
+    tokenizer::ChatEncoder encoder(tok(), options);
+    tokenizer::Message user;
+    user.content = "What is 2+2, and who are you?";
+    auto prompt = encoder.encode_chat_suffix(std::vector{user}, true);
+    REQUIRE(prompt.ok());
+    storage::MessageRecord u;
+    u.role = "user";
+    u.content = user.content;
+    REQUIRE((*store)->append_message("tools", u).ok());
+    storage::MessageRecord p;
+    p.role = "prompt";
+    p.token_ids = prompt->ids;
+    p.n_tokens = static_cast<int64_t>(p.token_ids.size());
+    REQUIRE((*store)->append_message("tools", p).ok());
+    storage::MessageRecord a;
+    a.role = "assistant";
+    a.content = "Let me check." + calls;
+    a.tool_calls = calls;
+    a.first_token = p.n_tokens;
+    a.token_ids = tok().encode(a.content);
+    a.token_ids.push_back(static_cast<int32_t>(model().config().eos_token_id));
+    a.n_tokens = static_cast<int64_t>(a.token_ids.size());
+    REQUIRE((*store)->append_message("tools", a).ok());
+  }
+  auto rt = open_runtime(db);
+  auto view = rt->session("tools");
+  INFO(view.status().to_string());
+  REQUIRE(view.ok());
+  CHECK(view->status == SessionStatus::kAwaitingTool);
+  CHECK(view->awaiting_call_ids == std::vector<std::string>{"call_0", "call_1"});
+  Collector refused;
+  CHECK(rt->create_response("tools", greedy(2), refused.sink()).code() == ErrorCode::kFailedPrecondition);
+  REQUIRE(rt->append_input("tools", {{InputItem::Kind::kToolResult, "I am hippo-zeta", "call_1"}}).ok());
+  CHECK(rt->session("tools")->status == SessionStatus::kAwaitingTool);
+  REQUIRE(rt->append_input("tools", {{InputItem::Kind::kToolResult, "result-four", "call_0"}}).ok());
+  CHECK(rt->session("tools")->status == SessionStatus::kSwapped);  // ready, state not loaded yet
+  Collector c;
+  REQUIRE(rt->create_response("tools", greedy(2), c.sink()).ok());
+  CHECK(c.wait().kind == ResponseEvent::Kind::kCompleted);
+
+  auto store = storage::SessionStore::open(db);
+  auto log = (*store)->list_messages("tools");
+  REQUIRE(log.ok());
+  const storage::MessageRecord* last_prompt = nullptr;
+  for (const auto& row : *log)
+    if (row.role == "prompt") last_prompt = &row;
+  REQUIRE(last_prompt != nullptr);
+  const std::string rendered = tok().decode(last_prompt->token_ids);
+  INFO(rendered);
+  const size_t four = rendered.find("result-four"), zeta = rendered.find("I am hippo-zeta");
+  REQUIRE(four != std::string::npos);
+  REQUIRE(zeta != std::string::npos);
+  CHECK(four < zeta);  // call_0's result first, as the calls were written
+  check_exact(*rt, db, "tools");
 }
 
 }  // namespace hippo::agents
