@@ -267,9 +267,13 @@ class AgentRuntime::Engine {
       if (!queue_.empty() || !running_.empty()) step();
     }
     // Anyone still waiting gets an answer.
-    std::lock_guard lock(mutex_);
-    stopped_ = true;
-    for (auto& command : commands_) command();
+    std::deque<std::function<void()>> left;
+    {
+      std::lock_guard lock(mutex_);
+      stopped_ = true;
+      left.swap(commands_);
+    }
+    for (auto& command : left) command();
   }
 
   // One scheduler step: admit what fits, then one batched forward: a token for every decoding
@@ -419,7 +423,7 @@ class AgentRuntime::Engine {
     std::vector<AgentSession*> idle;
     const auto now = Clock::now();
     for (auto& [id, s] : sessions_) {
-      if (!s->state || s->job || s.get() == keep) continue;
+      if (!s->state || s->job_active || s.get() == keep) continue;  // a queued response's state can go
       if (s->status == SessionStatus::kAwaitingTool && now - s->awaiting_since < options_.tool_grace) continue;
       idle.push_back(s.get());
     }
