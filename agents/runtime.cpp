@@ -219,7 +219,12 @@ class AgentRuntime::Engine {
 
   Result<std::vector<float>> next_logits(const std::string& id) {
     HIPPO_ASSIGN_OR_RETURN(AgentSession * s, find(id));
+    if (s->job) return Status(ErrorCode::kFailedPrecondition, fmt::format("session {}: a response is in progress", id));
     HIPPO_RETURN_IF_ERROR(make_resident(*s));
+    if (!s->pending.empty()) {  // fed now rather than with the next input: the same state either way
+      HIPPO_RETURN_IF_ERROR(model_.prefill(*s->state, s->pending));
+      s->pending.clear();
+    }
     return s->state->next_logits();
   }
 
@@ -371,8 +376,9 @@ class AgentRuntime::Engine {
     while (!queue_.empty() && static_cast<int64_t>(running_.size()) < options_.max_batch_sessions) {
       AgentSession& s = *queue_.front();
       const int64_t grow = static_cast<int64_t>(s.pending.size()) + s.job->options().max_output_tokens;
-      const uint64_t reserve = engine::SessionState::growth_bytes(model_.text(), grow);
-      const uint64_t resident = s.state ? 0 : empty_state_bytes_ + engine::SessionState::growth_bytes(model_.text(), s.stored_tokens);
+      const uint64_t reserve =
+          engine::SessionState::growth_bytes(model_.text(), grow) + engine::SessionState::logits_bytes(model_.text());
+      const uint64_t resident = s.state ? 0 : restored_bytes(s);
       if (reserve + resident + (s.state ? s.state->memory_bytes() : 0) > options_.kv_memory_bytes) {
         queue_.pop_front();
         fail(s, Status(ErrorCode::kResourceExhausted,
@@ -462,6 +468,8 @@ class AgentRuntime::Engine {
       if (!job.ended_with_eos()) row.token_ids.push_back(static_cast<int32_t>(model_.config().eos_token_id));
       s.pending.assign(row.token_ids.begin() + static_cast<std::ptrdiff_t>(fed), row.token_ids.end());
     }
+    // The turn's last ids are fed before anything is sampled again: idle, the state needs no logits.
+    if (s.state && !s.pending.empty()) s.state->drop_next_logits();
     row.content = job.output();
     row.tool_calls = turn.raw_tool_calls;
     row.n_tokens = static_cast<int64_t>(row.token_ids.size());
@@ -539,11 +547,17 @@ class AgentRuntime::Engine {
     return store_->set_session_status(s.id, status_name(SessionStatus::kSwapped));
   }
 
+  // An upper bound of a swapped session's state once restored (a snapshot may hold logits).
+  uint64_t restored_bytes(const AgentSession& s) const {
+    return empty_state_bytes_ + engine::SessionState::growth_bytes(model_.text(), s.stored_tokens) +
+           engine::SessionState::logits_bytes(model_.text());
+  }
+
   // Brings the session's model state back: its latest snapshot's bytes, checked; when that
   // snapshot is missing, corrupt or of another model, the whole log is prefilled again.
   Status make_resident(AgentSession& s) {
     if (s.state) return Status::ok_status();
-    HIPPO_RETURN_IF_ERROR(fit_budget(empty_state_bytes_ + engine::SessionState::growth_bytes(model_.text(), s.stored_tokens), &s));
+    HIPPO_RETURN_IF_ERROR(fit_budget(restored_bytes(s), &s));
     s.last_used = ++clock_;
     if (s.stored_tokens == 0 && !s.needs_rebuild) {  // nothing computed yet
       s.state = model_.new_session();

@@ -76,7 +76,8 @@ class AgentRuntime {
   Status close_session(const std::string& session_id);
   Result<SessionView> session(const std::string& session_id);
   RuntimeStats stats();
-  // Logits after the session's last token (resuming it if needed): the exact-resume tests use it.
+  // Logits after every id the session has (resuming it and prefilling its pending ids if needed):
+  // the exact-resume tests compare them.
   Result<std::vector<float>> next_logits(const std::string& session_id);
   // Cancels running responses, snapshots every resident session, stops the engine thread.
   Status shutdown();

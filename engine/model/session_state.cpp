@@ -103,7 +103,7 @@ uint64_t SessionState::growth_bytes(const TextConfig& text, int64_t n_tokens) {
     total += static_cast<uint64_t>(entries * (compressed_entry_bytes(text.head_dim) + index_entry_bytes(text.index_head_dim)));
     total += static_cast<uint64_t>(2 * role.compress_ratio * text.head_dim) * sizeof(float);  // pending rows
   }
-  return total + static_cast<uint64_t>(text.vocab_size) * sizeof(float);  // the first logits
+  return total;
 }
 
 std::vector<std::byte> SessionState::frontier() const {
@@ -238,7 +238,7 @@ Result<SessionState> SessionState::restore(const TextConfig& text, std::span<con
   }
   state.token_ids_.resize(static_cast<size_t>(n_tokens));
   if (n_tokens > 0) std::memcpy(state.token_ids_.data(), tokens->bytes.data(), tokens->bytes.size());
-  if ((n_tokens == 0) != (n_logits == 0)) return corrupt("logits present without tokens, or missing");
+  if (n_tokens == 0 && n_logits != 0) return corrupt("logits present without tokens");
   return state;
 }
 

@@ -8,7 +8,7 @@
 //   pending rows     per ratio>1 writer, the projected rows (kv, gate) of the incomplete group.
 //                                                                                          frontier
 //   Engram look-back the compressed ids of the last max_ngram_size - 1 tokens.              frontier
-//   next-token logits after the last token (empty before the first).                        frontier
+//   next-token logits after the last token (empty before the first, or dropped).            frontier
 //   token ids        every token the session has seen.                             stream token_ids
 //
 // The model (model.h) is the only writer; everyone else reads, serialises and restores.
@@ -48,15 +48,24 @@ class SessionState {
 
   int64_t n_tokens() const { return static_cast<int64_t>(token_ids_.size()); }
   const std::vector<int32_t>& token_ids() const { return token_ids_; }
-  // The logits for the token after the last one; empty before any token.
+  // The logits for the token after the last one; empty before any token, and after
+  // drop_next_logits() until the next forward.
   const std::vector<float>& next_logits() const { return next_logits_; }
+  // For a caller that feeds more tokens before it samples again: an idle agent session then keeps
+  // (and snapshots) no logits, 4 x vocab bytes less (512 KB for DeepSeek-V4.1).
+  void drop_next_logits() {
+    next_logits_.clear();
+    next_logits_.shrink_to_fit();
+  }
 
   // Bytes held: rings, streams, pending rows, logits and token ids.
   uint64_t memory_bytes() const;
-  // An upper bound of what memory_bytes() grows by per token: a token id, and each writer's
-  // compressed-KV and index-key entry once per `ratio` tokens (a whole entry for every started
-  // group, so that budgets computed from it hold).
+  // An upper bound of what memory_bytes() grows by over n_tokens, logits aside: a token id per token,
+  // each writer's compressed-KV and index-key entry once per `ratio` tokens (a whole entry for every
+  // started group) and its pending rows, so that budgets computed from it hold.
   static uint64_t growth_bytes(const TextConfig& text, int64_t n_tokens);
+  // The next-token logits when present.
+  static uint64_t logits_bytes(const TextConfig& text) { return static_cast<uint64_t>(text.vocab_size) * sizeof(float); }
 
   // The frontier blob and the streams (names "kv.layerL", "index.layerL", "token_ids"). The spans
   // point into this state and stay valid until it changes.
