@@ -37,6 +37,7 @@ struct ServeCommand {
   int threads = 0;
   int io_threads = 2;
   int64_t max_output_tokens = 256;
+  uint64_t max_outbound_bytes = uint64_t{8} << 20;
 };
 
 // Writes the embedded default model once (to a temporary folder first, so that an interrupted
@@ -103,6 +104,7 @@ Status run_server(const ServeCommand& cmd, std::ostream& out) {
   options.model_id = model_id_for(model_dir);
   options.io_threads = cmd.io_threads;
   options.default_max_output_tokens = cmd.max_output_tokens;
+  options.max_outbound_bytes = cmd.max_outbound_bytes;
   Status result;
   {
     server::Server srv(*runtime, options);
@@ -138,6 +140,11 @@ void add_serve_command(CLI::App& app, Invocation& inv) {
   serve->add_option("--threads", cmd->threads, "Compute threads (0 = one per CPU)")->check(CLI::NonNegativeNumber);
   serve->add_option("--io-threads", cmd->io_threads, "Threads serving the sockets")->check(CLI::PositiveNumber)->capture_default_str();
   serve->add_option("--max-output-tokens", cmd->max_output_tokens, "Output tokens of a response that asks for no limit")
+      ->check(CLI::PositiveNumber)
+      ->capture_default_str();
+  serve->add_option("--max-outbound-bytes", cmd->max_outbound_bytes,
+                    "Unsent bytes a connection may queue before it is closed as too slow (e.g. 8MiB)")
+      ->transform(CLI::AsSizeValue(false))
       ->check(CLI::PositiveNumber)
       ->capture_default_str();
   serve->parse_complete_callback([&inv, cmd] {

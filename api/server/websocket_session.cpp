@@ -134,7 +134,14 @@ void WebSocketSession::execute(const protocol::ClientEvent& e) {
       const std::string rid = ctx_.new_response_id();
       std::weak_ptr<WebSocketSession> weak = self;
       auto exec = ws_.get_executor();
-      auto gate = std::make_shared<EventGate>([weak, exec, sid, rid, eid](const agents::ResponseEvent& event) {
+      auto gate = std::make_shared<EventGate>([weak, exec, sid, rid, eid, &counters = ctx_.counters](const agents::ResponseEvent& event) {
+        // Counted here: the connection may be gone when the last event arrives.
+        if (event.kind == agents::ResponseEvent::Kind::kCompleted) {
+          counters.responses_completed_total.fetch_add(1);
+          counters.output_tokens_total.fetch_add(event.usage.output_tokens);
+        } else if (event.kind == agents::ResponseEvent::Kind::kFailed) {
+          counters.responses_failed_total.fetch_add(1);
+        }
         net::post(exec, [weak, event, sid, rid, eid] {
           if (auto s = weak.lock()) s->on_response_event(event, sid, rid, eid);
         });
@@ -172,14 +179,8 @@ void WebSocketSession::execute(const protocol::ClientEvent& e) {
 
 void WebSocketSession::on_response_event(const agents::ResponseEvent& event, const std::string& session_id,
                                          const std::string& response_id, const std::string& event_id) {
-  if (event.kind == agents::ResponseEvent::Kind::kCompleted) {
+  if (event.kind == agents::ResponseEvent::Kind::kCompleted || event.kind == agents::ResponseEvent::Kind::kFailed)
     running_.erase(session_id);
-    ctx_.counters.responses_completed_total.fetch_add(1);
-    ctx_.counters.output_tokens_total.fetch_add(event.usage.output_tokens);
-  } else if (event.kind == agents::ResponseEvent::Kind::kFailed) {
-    running_.erase(session_id);
-    ctx_.counters.responses_failed_total.fetch_add(1);
-  }
   send(protocol::response_event(event, session_id, response_id), event_id);
 }
 
