@@ -195,6 +195,31 @@ def test_cancel_ends_a_response_as_cancelled(server):
     run(main())
 
 
+def test_a_client_that_leaves_cancels_its_responses(server):
+    async def main():
+        async with websockets.connect(server.ws) as ws:
+            c = Client(ws)
+            sid = await c.create_session()
+            await c.append(sid, "Talk for a long time.")
+            await c.expect("response.created", type="response.create", session_id=sid, max_output_tokens=20000)
+            assert (await c.recv())["type"] == "response.output_text.delta"
+        # The connection is gone; the session is not: another connection continues it.
+        for _ in range(200):
+            if metric(server, "hippo_running_responses") == 0:
+                break
+            await asyncio.sleep(0.05)
+        assert metric(server, "hippo_running_responses") == 0
+        async with websockets.connect(server.ws) as ws:
+            c = Client(ws)
+            view = await c.expect("session.resumed", type="session.resume", session_id=sid)
+            assert view["status"] in ("ready", "swapped") and view["n_tokens"] > 0
+            await c.append(sid, "Go on.")
+            await c.expect("response.created", type="response.create", session_id=sid, max_output_tokens=2)
+            assert (await c.until_done())[-1]["type"] == "response.completed"
+
+    run(main())
+
+
 def test_bad_events_are_errors_and_the_server_keeps_serving(server):
     async def main():
         async with websockets.connect(server.ws) as ws:
