@@ -55,7 +55,7 @@ std::unique_ptr<CLI::App> build_app(Invocation& inv) {
   app->add_option("--log-level", inv.log_level, "trace, debug, info, warn, error or off")->capture_default_str();
   app->add_option("--log-format", inv.log_format, "text (logfmt fields) or json")->capture_default_str();
 
-  add_unbuilt_command(*app, "serve", "Run the WebSocket + HTTP agent server", "WebSocket agent server, issue #7", inv);
+  add_serve_command(*app, inv);
   add_unbuilt_command(*app, "chat", "Interactive terminal client for a running server", "chat client, issue #7", inv);
   add_run_command(*app, inv);
   add_session_commands(*app, inv);

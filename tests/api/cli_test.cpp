@@ -44,15 +44,15 @@ TEST_CASE("a command line without a subcommand, or with an unknown one, is a usa
 
 TEST_CASE("subcommands that are not built yet say so and exit 69", "[cli]") {
   for (std::vector<const char*> args : std::vector<std::vector<const char*>>{
-           {"serve"}, {"serve", "--port", "9000"}, {"chat"}, {"key", "create"}}) {
+           {"chat"}, {"chat", "--port", "9000"}, {"key", "create"}}) {
     auto r = run_cli(args);
     INFO(args.front());
     CHECK(r.code == hippo::cli::kExitUnavailable);
     CHECK_THAT(r.err, Catch::Contains("not built yet"));
     CHECK(r.out.empty());
   }
-  auto serve = run_cli({"serve"});
-  CHECK(serve.err == "hippo: hippo serve: not built yet (WebSocket agent server, issue #7)\n");
+  auto chat = run_cli({"chat"});
+  CHECK(chat.err == "hippo: hippo chat: not built yet (chat client, issue #7)\n");
 }
 
 TEST_CASE("run needs a model and a prompt", "[cli]") {
@@ -84,10 +84,10 @@ TEST_CASE("bench machine measures and reports as JSON", "[cli]") {
 }
 
 TEST_CASE("bad global settings are usage errors with a clear message", "[cli]") {
-  auto r = run_cli({"--log-level", "loud", "serve"});
+  auto r = run_cli({"--log-level", "loud", "chat"});
   CHECK(r.code == hippo::cli::kExitUsage);
   CHECK_THAT(r.err, Catch::Contains("unknown log level 'loud'"));
-  auto missing = run_cli({"--config", "/nonexistent/hippo.toml", "serve"});
+  auto missing = run_cli({"--config", "/nonexistent/hippo.toml", "chat"});
   CHECK(missing.code == hippo::cli::kExitFailure);
   CHECK_THAT(missing.err, Catch::Contains("config file /nonexistent/hippo.toml: cannot be opened"));
 }

@@ -19,8 +19,8 @@ def test_version():
     assert r.stdout.startswith("hippo 0.")
 
 
-def test_serve_is_not_built_yet_and_says_so():
-    r = hippo("serve")
+def test_chat_is_not_built_yet_and_says_so():
+    r = hippo("chat")
     assert r.returncode == 69
     assert "not built yet" in r.stderr
     assert r.stdout == ""

@@ -1,0 +1,155 @@
+// `hippo serve`: the WebSocket + HTTP agent server (api/server/, docs/protocol.md) on one model and
+// one SQLite database. Without --model it serves the embedded default model: the `tiny` preset,
+// seed 0, written by the same code as `hippo model init --preset tiny --seed 0` into
+// models/default under the working directory the first time.
+#include "agents/runtime.h"
+#include "api/cli/cli.h"
+#include "api/server/server.h"
+#include "base/log.h"
+#include "engine/config/presets.h"
+#include "engine/model/model.h"
+#include "engine/tokenizer/tokenizer.h"
+#include "engine/weights/init_checkpoint.h"
+
+#include <fmt/format.h>
+#include <unistd.h>
+
+#include <chrono>
+#include <filesystem>
+#include <ostream>
+
+namespace hippo::cli {
+namespace {
+
+namespace fs = std::filesystem;
+
+// Where scripts/setup puts the DeepSeek V4 tokenizer, in the source tree this binary was built from.
+const std::string kDefaultTokenizerDir = std::string(HIPPO_SOURCE_DIR) + "/.cache/deepseek-v4-tokenizer";
+constexpr const char* kDefaultModelDir = "models/default";
+
+struct ServeCommand {
+  std::string model_dir;
+  std::string tokenizer_dir = kDefaultTokenizerDir;
+  std::string db = "hippo.db";
+  std::string bind = "127.0.0.1";
+  uint16_t port = 8080;
+  uint64_t kv_memory = uint64_t{8} << 30;
+  int threads = 0;
+  int io_threads = 2;
+  int64_t max_output_tokens = 256;
+  uint64_t max_outbound_bytes = uint64_t{8} << 20;
+};
+
+// Writes the embedded default model once (to a temporary folder first, so that an interrupted
+// write never leaves a half checkpoint where the next start would load it).
+Status ensure_default_model(const ServeCommand& cmd) {
+  std::error_code ec;
+  if (fs::exists(fs::path(kDefaultModelDir) / "config.json", ec)) return Status::ok_status();
+  log::info("writing the embedded default model", {{"dir", kDefaultModelDir}, {"preset", "tiny"}, {"seed", 0},
+                                                   {"tokenizer", cmd.tokenizer_dir}});
+  HIPPO_ASSIGN_OR_RETURN(engine::ModelConfig config, engine::preset_config("tiny", /*quantised=*/true));
+  const fs::path partial = fmt::format("{}.partial-{}", kDefaultModelDir, ::getpid());
+  fs::remove_all(partial, ec);
+  engine::InitOptions options;
+  options.seed = 0;
+  options.out_dir = partial.string();
+  options.tokenizer_dir = cmd.tokenizer_dir;
+  HIPPO_ASSIGN_OR_RETURN(engine::InitResult written, engine::init_checkpoint(config, options));
+  fs::rename(partial, kDefaultModelDir, ec);
+  if (ec && !fs::exists(fs::path(kDefaultModelDir) / "config.json")) {
+    return make_error(ErrorCode::kIoError, "cannot move the default model from {} to {}: {}", partial.string(),
+                      kDefaultModelDir, ec.message());
+  }
+  fs::remove_all(partial, ec);  // another process won the race
+  log::info("embedded default model written", {{"dir", kDefaultModelDir}, {"tensors", written.n_tensors},
+                                                {"bytes", written.tensor_bytes}});
+  return Status::ok_status();
+}
+
+// The id /v1/models lists: the checkpoint folder's name.
+std::string model_id_for(const std::string& dir) {
+  fs::path p = fs::path(dir).lexically_normal();
+  if (!p.has_filename()) p = p.parent_path();
+  std::string name = p.filename().string();
+  return name.empty() || name == "." ? "hippo" : name;
+}
+
+Status run_server(const ServeCommand& cmd, std::ostream& out) {
+  std::string model_dir = cmd.model_dir;
+  if (model_dir.empty()) {
+    HIPPO_RETURN_IF_ERROR(ensure_default_model(cmd));
+    model_dir = kDefaultModelDir;
+  }
+  const auto start = std::chrono::steady_clock::now();
+  engine::ModelOptions model_options;
+  model_options.n_threads = cmd.threads;
+  HIPPO_ASSIGN_OR_RETURN(std::unique_ptr<engine::Model> model, engine::Model::load(model_dir, model_options));
+  HIPPO_ASSIGN_OR_RETURN(tokenizer::Tokenizer tokenizer,
+                         tokenizer::Tokenizer::load(fs::path(model_dir) / "tokenizer.json"));
+  agents::RuntimeOptions runtime_options;
+  runtime_options.db_path = cmd.db;
+  runtime_options.kv_memory_bytes = cmd.kv_memory;
+  runtime_options.max_output_tokens = std::max<int64_t>(runtime_options.max_output_tokens, cmd.max_output_tokens);
+  HIPPO_ASSIGN_OR_RETURN(std::unique_ptr<agents::AgentRuntime> runtime,
+                         agents::AgentRuntime::open(*model, tokenizer, runtime_options));
+  log::info("model loaded", {{"dir", model_dir},
+                             {"seconds", std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count()},
+                             {"threads", model->n_threads()},
+                             {"db", cmd.db},
+                             {"kv_memory_bytes", cmd.kv_memory}});
+
+  server::ServerOptions options;
+  options.bind = cmd.bind;
+  options.port = cmd.port;
+  options.model_id = model_id_for(model_dir);
+  options.io_threads = cmd.io_threads;
+  options.default_max_output_tokens = cmd.max_output_tokens;
+  options.max_outbound_bytes = cmd.max_outbound_bytes;
+  Status result;
+  {
+    server::Server srv(*runtime, options);
+    HIPPO_ASSIGN_OR_RETURN(uint16_t port, srv.listen());
+    const std::string host = cmd.bind.find(':') != std::string::npos ? "[" + cmd.bind + "]" : cmd.bind;
+    const std::string url = fmt::format("http://{}:{}", host, port);
+    log::info("listening", {{"url", url}, {"model", options.model_id}});
+    out << "listening on " << url << std::endl;
+    result = srv.run();
+    // The runtime goes first: after its shutdown nothing calls into the server's connections.
+    runtime.reset();
+  }
+  if (result.ok()) log::info("stopped");
+  return result;
+}
+
+}  // namespace
+
+void add_serve_command(CLI::App& app, Invocation& inv) {
+  auto cmd = std::make_shared<ServeCommand>();
+  CLI::App* serve = app.add_subcommand("serve", "Run the WebSocket + HTTP agent server");
+  serve->add_option("--model", cmd->model_dir,
+                    "Checkpoint directory; default: the embedded default model (tiny preset, seed 0) in models/default");
+  serve->add_option("--tokenizer", cmd->tokenizer_dir, "Directory holding tokenizer.json, for the embedded default model")
+      ->capture_default_str();
+  serve->add_option("--db", cmd->db, "SQLite database of the sessions")->capture_default_str();
+  serve->add_option("--bind", cmd->bind, "Address to listen on")->capture_default_str();
+  serve->add_option("--port", cmd->port, "Port (0: any free one; the `listening on` line says which)")->capture_default_str();
+  serve->add_option("--kv-memory", cmd->kv_memory, "Memory for resident sessions' model state (e.g. 8GiB)")
+      ->transform(CLI::AsSizeValue(false))
+      ->check(CLI::PositiveNumber)
+      ->capture_default_str();
+  serve->add_option("--threads", cmd->threads, "Compute threads (0 = one per CPU)")->check(CLI::NonNegativeNumber);
+  serve->add_option("--io-threads", cmd->io_threads, "Threads serving the sockets")->check(CLI::PositiveNumber)->capture_default_str();
+  serve->add_option("--max-output-tokens", cmd->max_output_tokens, "Output tokens of a response that asks for no limit")
+      ->check(CLI::PositiveNumber)
+      ->capture_default_str();
+  serve->add_option("--max-outbound-bytes", cmd->max_outbound_bytes,
+                    "Unsent bytes a connection may queue before it is closed as too slow (e.g. 8MiB)")
+      ->transform(CLI::AsSizeValue(false))
+      ->check(CLI::PositiveNumber)
+      ->capture_default_str();
+  serve->parse_complete_callback([&inv, cmd] {
+    inv.action = [&inv, cmd] { return run_server(*cmd, *inv.out); };
+  });
+}
+
+}  // namespace hippo::cli

@@ -1,0 +1,324 @@
+#include "api/server/http_session.h"
+
+#include "api/server/event_gate.h"
+#include "api/server/metrics.h"
+#include "api/server/websocket_session.h"
+#include "base/log.h"
+
+#include <boost/asio/post.hpp>
+#include <boost/asio/write.hpp>
+#include <boost/beast/http.hpp>
+#include <boost/beast/websocket/rfc6455.hpp>
+#include <fmt/format.h>
+
+#include <chrono>
+
+namespace hippo::server {
+
+namespace beast = boost::beast;
+namespace http = beast::http;
+namespace net = boost::asio;
+
+namespace {
+
+constexpr auto kIoTimeout = std::chrono::seconds(60);
+
+int64_t unix_seconds() {
+  return std::chrono::duration_cast<std::chrono::seconds>(std::chrono::system_clock::now().time_since_epoch()).count();
+}
+
+std::string chunk_frame(std::string_view data) { return fmt::format("{:x}\r\n{}\r\n", data.size(), data); }
+
+}  // namespace
+
+HttpSession::HttpSession(ServerContext& ctx, net::ip::tcp::socket&& socket) : ctx_(ctx), stream_(std::move(socket)) {
+  ctx_.counters.connections_total.fetch_add(1);
+  ctx_.counters.connections_open.fetch_add(1);
+}
+
+HttpSession::~HttpSession() {
+  ctx_.registry.remove(registry_id_);
+  ctx_.counters.connections_open.fetch_sub(1);
+}
+
+template <typename Fn>
+void HttpSession::post_io(Fn fn) {
+  net::post(stream_.get_executor(), std::move(fn));
+}
+
+void HttpSession::run() {
+  registry_id_ = ctx_.registry.add(weak_from_this());
+  post_io([self = shared_from_this()] { self->do_read(); });
+}
+
+void HttpSession::close_for_shutdown() {
+  post_io([self = shared_from_this()] {
+    self->shutting_down_ = true;
+    self->keep_alive_ = false;
+    if (!self->busy_) self->close_socket();
+  });
+}
+
+void HttpSession::close_socket() {
+  if (closed_) return;
+  closed_ = true;
+  beast::error_code ec;
+  stream_.socket().shutdown(net::ip::tcp::socket::shutdown_both, ec);
+  stream_.socket().close(ec);
+  ctx_.registry.remove(registry_id_);
+}
+
+void HttpSession::do_read() {
+  if (closed_) return;
+  if (shutting_down_) return close_socket();
+  busy_ = false;
+  parser_.emplace();
+  parser_->body_limit(ctx_.options.max_message_bytes);
+  stream_.expires_after(kIoTimeout);
+  http::async_read(stream_, buffer_, *parser_, beast::bind_front_handler(&HttpSession::on_read, shared_from_this()));
+}
+
+void HttpSession::on_read(beast::error_code ec, size_t) {
+  if (ec == http::error::end_of_stream || ec == beast::error::timeout || ec == net::error::operation_aborted) {
+    return close_socket();
+  }
+  if (ec == http::error::body_limit) {
+    busy_ = true;
+    keep_alive_ = false;
+    return respond_error(413, fmt::format("the request body is over the limit of {} bytes", ctx_.options.max_message_bytes),
+                         "request_too_large");
+  }
+  if (ec) {
+    log::debug("http read failed", {{"connection", registry_id_}, {"error", ec.message()}});
+    if (ec.category() == http::make_error_code(http::error::bad_target).category()) {
+      busy_ = true;
+      keep_alive_ = false;
+      return respond_error(400, fmt::format("malformed HTTP request: {}", ec.message()), "bad_request");
+    }
+    return close_socket();
+  }
+  busy_ = true;
+  ctx_.counters.http_requests_total.fetch_add(1);
+  Request request = parser_->release();
+  version_ = request.version();
+  keep_alive_ = request.keep_alive() && !shutting_down_;
+  route(request);
+}
+
+void HttpSession::route(const Request& request) {
+  std::string_view target(request.target().data(), request.target().size());
+  if (auto q = target.find('?'); q != std::string_view::npos) target = target.substr(0, q);
+  const http::verb method = request.method();
+  log::debug("http request", {{"connection", registry_id_}, {"method", std::string(request.method_string())},
+                              {"target", std::string(target)}});
+
+  if (beast::websocket::is_upgrade(request)) {
+    if (target != "/v1/agents") return respond_error(404, fmt::format("no WebSocket endpoint at {}; use /v1/agents", target), "not_found");
+    if (ctx_.stopping.load()) return respond_error(503, "the server is shutting down", "shutting_down");
+    closed_ = true;  // the stream belongs to the WebSocket session from here on
+    ctx_.registry.remove(registry_id_);
+    auto ws = std::make_shared<WebSocketSession>(ctx_, std::move(stream_));
+    ws->run(request);
+    return;
+  }
+  auto only = [&](http::verb allowed) {
+    if (method == allowed) return true;
+    respond_error(405, fmt::format("{} takes {} only", target, std::string(http::to_string(allowed))), "method_not_allowed");
+    return false;
+  };
+  if (target == "/healthz") {
+    if (!only(http::verb::get)) return;
+    if (ctx_.stopping.load()) return respond(503, "application/json", R"({"status":"stopping"})");
+    return respond(200, "application/json", R"({"status":"ok"})");
+  }
+  if (target == "/metrics") {
+    if (only(http::verb::get)) metrics();
+    return;
+  }
+  if (target == "/v1/models") {
+    if (only(http::verb::get)) respond(200, "application/json", openai::models_body(ctx_.options.model_id, unix_seconds()));
+    return;
+  }
+  if (target == "/v1/chat/completions") {
+    if (only(http::verb::post)) chat_completions(request);
+    return;
+  }
+  respond_error(404, fmt::format("no endpoint at {}", target), "not_found");
+}
+
+void HttpSession::respond(unsigned status, std::string_view content_type, std::string body) {
+  if (closed_) return;
+  if (status >= 400 && status < 500) ctx_.counters.protocol_errors_total.fetch_add(1);
+  auto res = std::make_shared<http::response<http::string_body>>(static_cast<http::status>(status), version_);
+  res->set(http::field::server, "hippo");
+  res->set(http::field::content_type, content_type);
+  res->keep_alive(keep_alive_);
+  res->body() = std::move(body);
+  res->prepare_payload();
+  stream_.expires_after(kIoTimeout);
+  http::async_write(stream_, *res,
+                    [self = shared_from_this(), res](beast::error_code ec, size_t n) {
+                      self->on_responded(res->need_eof(), ec, n);
+                    });
+}
+
+void HttpSession::respond_error(unsigned status, std::string_view message, std::string_view code) {
+  const std::string_view type = status >= 500 ? "server_error" : "invalid_request_error";
+  respond(status, "application/json", openai::error_body(message, type, code));
+}
+
+void HttpSession::on_responded(bool close, beast::error_code ec, size_t) {
+  if (ec) {
+    log::debug("http write failed", {{"connection", registry_id_}, {"error", ec.message()}});
+    return close_socket();
+  }
+  if (close) return close_socket();
+  do_read();
+}
+
+void HttpSession::metrics() {
+  net::post(ctx_.runtime_calls, [self = shared_from_this()] {
+    const agents::RuntimeStats stats = self->ctx_.runtime.stats();
+    std::string body = prometheus_text(stats, self->ctx_.counters);
+    self->post_io([self, body = std::move(body)]() mutable {
+      self->respond(200, "text/plain; version=0.0.4; charset=utf-8", std::move(body));
+    });
+  });
+}
+
+void HttpSession::chat_completions(const Request& request) {
+  if (ctx_.stopping.load()) return respond_error(503, "the server is shutting down", "shutting_down");
+  Result<openai::ChatRequest> parsed =
+      openai::parse_chat_request(request.body(), ctx_.options.model_id, ctx_.options.default_max_output_tokens);
+  if (!parsed.ok()) {
+    const Status& st = parsed.status();
+    const char* code = st.code() == ErrorCode::kNotFound ? "model_not_found"
+                       : st.code() == ErrorCode::kUnavailable ? "unsupported" : "invalid_request";
+    return respond_error(static_cast<unsigned>(openai::http_status_for(st)), st.message(), code);
+  }
+  const std::string response_id = ctx_.new_response_id();
+  chat_ = std::make_unique<Chat>(Chat{"", openai::ChatCompletion("chatcmpl-" + response_id, ctx_.options.model_id,
+                                                                 unix_seconds(), parsed->include_usage),
+                                      parsed->stream, false});
+  net::post(ctx_.runtime_calls, [self = shared_from_this(), r = std::move(parsed).value()]() mutable {
+    agents::AgentRuntime& rt = self->ctx_.runtime;
+    auto fail = [&](const Status& st, const std::string& sid) {
+      if (!sid.empty()) {
+        Status closed = rt.close_session(sid);
+        if (!closed.ok()) log::warn("temporary session not closed", {{"session", sid}, {"error", closed.to_string()}});
+      }
+      self->post_io([self, st] {
+        self->chat_.reset();
+        self->respond_error(static_cast<unsigned>(openai::http_status_for(st)), st.message(), error_code_name(st.code()));
+      });
+    };
+    Result<std::string> sid = rt.create_session(r.settings);
+    if (!sid.ok()) return fail(sid.status(), {});
+    if (Status st = rt.append_input(*sid, std::move(r.inputs)); !st.ok()) return fail(st, *sid);
+    // The response keeps the connection alive (no read is pending while it runs); the runtime
+    // drops the sink when the response ends.
+    auto exec = self->stream_.get_executor();
+    auto gate = std::make_shared<EventGate>([self, exec](const agents::ResponseEvent& event) {
+      net::post(exec, [self, event] { self->on_chat_event(event); });
+    });
+    if (Status st = rt.create_response(*sid, r.options, EventGate::sink(gate)); !st.ok()) return fail(st, *sid);
+    gate->open([&] {
+      self->post_io([self, id = *sid] {
+        if (!self->chat_) return;
+        self->chat_->session_id = id;
+        if (!self->chat_->stream) return;
+        std::string head = fmt::format(
+            "HTTP/1.1 200 OK\r\nServer: hippo\r\nContent-Type: text/event-stream\r\nCache-Control: no-cache\r\n"
+            "Transfer-Encoding: chunked\r\nConnection: {}\r\n\r\n",
+            self->keep_alive_ ? "keep-alive" : "close");
+        self->stream_write(head + chunk_frame(self->chat_->completion.stream_start()));
+      });
+    });
+  });
+}
+
+void HttpSession::on_chat_event(const agents::ResponseEvent& event) {
+  if (!chat_ || chat_->done) return;
+  const bool last = event.kind == agents::ResponseEvent::Kind::kCompleted || event.kind == agents::ResponseEvent::Kind::kFailed;
+  if (event.kind == agents::ResponseEvent::Kind::kCompleted) {
+    ctx_.counters.responses_completed_total.fetch_add(1);
+    ctx_.counters.output_tokens_total.fetch_add(event.usage.output_tokens);
+  } else if (event.kind == agents::ResponseEvent::Kind::kFailed) {
+    ctx_.counters.responses_failed_total.fetch_add(1);
+  }
+  if (chat_->stream) {
+    std::string data = chat_->completion.stream_event(event);
+    if (!data.empty()) stream_write(chunk_frame(data));
+    if (last) {
+      stream_write("0\r\n\r\n");
+      stream_ended_ = true;
+    }
+  } else {
+    chat_->completion.add(event);
+  }
+  if (!last) return;
+  chat_->done = true;
+  finish_chat();
+  if (!chat_->stream) {
+    const openai::ChatCompletion& c = chat_->completion;
+    std::string body = c.failed() ? openai::error_body(c.error().message(), "server_error", error_code_name(c.error().code()))
+                                  : c.body();
+    const unsigned status = c.failed() ? static_cast<unsigned>(openai::http_status_for(c.error())) : 200;
+    chat_.reset();
+    respond(status, "application/json", std::move(body));
+  }
+}
+
+void HttpSession::finish_chat() {
+  if (!chat_ || chat_->session_id.empty()) return;
+  net::post(ctx_.runtime_calls, [&rt = ctx_.runtime, sid = chat_->session_id] {
+    Status st = rt.close_session(sid);  // also cancels a response still running (a client gone)
+    if (!st.ok()) log::debug("temporary session not closed", {{"session", sid}, {"error", st.to_string()}});
+  });
+  chat_->session_id.clear();
+}
+
+void HttpSession::stream_write(std::string piece) {
+  if (closed_) return;
+  if (out_bytes_ + piece.size() > ctx_.options.max_outbound_bytes) {
+    ctx_.counters.slow_client_closes_total.fetch_add(1);
+    log::warn("http client reads too slowly; closing the stream",
+              {{"connection", registry_id_}, {"queued_bytes", out_bytes_}, {"limit_bytes", ctx_.options.max_outbound_bytes}});
+    finish_chat();
+    return close_socket();
+  }
+  out_bytes_ += piece.size();
+  out_.push_back(std::move(piece));
+  if (!writing_) do_stream_write();
+}
+
+void HttpSession::do_stream_write() {
+  writing_ = true;
+  stream_.expires_after(kIoTimeout);
+  net::async_write(stream_, net::buffer(out_.front()),
+                   beast::bind_front_handler(&HttpSession::on_stream_write, shared_from_this()));
+}
+
+void HttpSession::on_stream_write(beast::error_code ec, size_t) {
+  writing_ = false;
+  if (out_.empty()) return;  // the queue was dropped (socket closed)
+  out_bytes_ -= out_.front().size();
+  out_.pop_front();
+  if (ec) {
+    log::debug("http stream write failed; the client is gone", {{"connection", registry_id_}, {"error", ec.message()}});
+    out_.clear();
+    out_bytes_ = 0;
+    finish_chat();  // cancels the response if it still runs
+    chat_.reset();
+    return close_socket();
+  }
+  if (!out_.empty()) return do_stream_write();
+  if (stream_ended_) {
+    stream_ended_ = false;
+    chat_.reset();
+    if (!keep_alive_) return close_socket();
+    do_read();
+  }
+}
+
+}  // namespace hippo::server

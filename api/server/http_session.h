@@ -1,0 +1,77 @@
+// One HTTP/1.1 connection: reads requests one at a time (keep-alive), answers /healthz, /metrics,
+// /v1/models and /v1/chat/completions (plain JSON or Server-Sent Events in chunked encoding, from
+// a bounded outbound queue), and hands an upgrade request on /v1/agents to a WebSocketSession.
+#pragma once
+
+#include "api/server/openai_chat.h"
+#include "api/server/server_context.h"
+
+#include <boost/asio/ip/tcp.hpp>
+#include <boost/beast/core/flat_buffer.hpp>
+#include <boost/beast/core/tcp_stream.hpp>
+#include <boost/beast/http/message.hpp>
+#include <boost/beast/http/parser.hpp>
+#include <boost/beast/http/string_body.hpp>
+
+#include <deque>
+#include <memory>
+#include <optional>
+#include <string>
+
+namespace hippo::server {
+
+class HttpSession : public Connection, public std::enable_shared_from_this<HttpSession> {
+ public:
+  HttpSession(ServerContext& ctx, boost::asio::ip::tcp::socket&& socket);
+  ~HttpSession() override;
+
+  void run();
+  void close_for_shutdown() override;
+
+ private:
+  using Request = boost::beast::http::request<boost::beast::http::string_body>;
+
+  void do_read();
+  void on_read(boost::beast::error_code ec, size_t bytes);
+  void route(const Request& request);
+  // Sends one whole response, then reads the next request (or closes).
+  void respond(unsigned status, std::string_view content_type, std::string body);
+  void respond_error(unsigned status, std::string_view message, std::string_view code);
+  void on_responded(bool close, boost::beast::error_code ec, size_t bytes);
+  void metrics();
+  void chat_completions(const Request& request);
+  void on_chat_event(const agents::ResponseEvent& event);
+  void finish_chat();  // closes the temporary session (pool thread)
+  // Streaming (SSE): chunked-encoding pieces through a bounded queue.
+  void stream_write(std::string piece);
+  void do_stream_write();
+  void on_stream_write(boost::beast::error_code ec, size_t bytes);
+  void close_socket();
+  template <typename Fn>
+  void post_io(Fn fn);
+
+  ServerContext& ctx_;
+  boost::beast::tcp_stream stream_;
+  boost::beast::flat_buffer buffer_;
+  std::optional<boost::beast::http::request_parser<boost::beast::http::string_body>> parser_;
+  uint64_t registry_id_ = 0;
+  unsigned version_ = 11;
+  bool keep_alive_ = true;
+  bool busy_ = false;           // a request is being answered
+  bool shutting_down_ = false;  // close after the current answer
+  bool closed_ = false;
+
+  struct Chat {
+    std::string session_id;
+    openai::ChatCompletion completion;
+    bool stream = false;
+    bool done = false;
+  };
+  std::unique_ptr<Chat> chat_;
+  std::deque<std::string> out_;
+  size_t out_bytes_ = 0;
+  bool writing_ = false;
+  bool stream_ended_ = false;  // the last chunk is queued
+};
+
+}  // namespace hippo::server

@@ -1,0 +1,49 @@
+#include "api/server/metrics.h"
+
+#include <fmt/format.h>
+
+namespace hippo::server {
+
+namespace {
+
+template <typename T>
+void metric(std::string& out, std::string_view name, std::string_view type, std::string_view help, T value) {
+  out += fmt::format("# HELP {} {}\n# TYPE {} {}\n{} {}\n", name, help, name, type, name, value);
+}
+
+}  // namespace
+
+std::string prometheus_text(const agents::RuntimeStats& s, const ServerCounters& c) {
+  std::string out;
+  metric(out, "hippo_sessions", "gauge", "Sessions the runtime holds (resident or swapped).", s.sessions);
+  metric(out, "hippo_resident_sessions", "gauge", "Sessions whose model state is in memory.", s.resident_sessions);
+  metric(out, "hippo_resident_bytes", "gauge", "Bytes of model state of resident sessions.", s.resident_bytes);
+  metric(out, "hippo_peak_committed_bytes", "gauge",
+         "Most bytes that resident state plus running reservations reached.", s.peak_committed_bytes);
+  metric(out, "hippo_swap_outs_total", "counter", "Sessions snapshotted and freed to make room.", s.swap_outs);
+  metric(out, "hippo_resumes_total", "counter", "Sessions restored from a snapshot.", s.resumes);
+  metric(out, "hippo_rebuilds_total", "counter", "Sessions re-prefilled from their log.", s.rebuilds);
+  metric(out, "hippo_snapshots_total", "counter", "Snapshots written.", s.snapshots);
+  metric(out, "hippo_queued_responses", "gauge", "Responses waiting to be admitted.", s.queued_responses);
+  metric(out, "hippo_running_responses", "gauge", "Responses prefilling or decoding.", s.running_responses);
+  metric(out, "hippo_largest_batch", "gauge", "Most sessions in one forward step so far.", s.largest_batch);
+  metric(out, "hippo_connections_total", "counter", "TCP connections accepted.", c.connections_total.load());
+  metric(out, "hippo_connections_open", "gauge", "TCP connections open.", c.connections_open.load());
+  metric(out, "hippo_websocket_sessions_open", "gauge", "Open WebSocket connections on /v1/agents.",
+         c.websocket_sessions_open.load());
+  metric(out, "hippo_http_requests_total", "counter", "HTTP requests received.", c.http_requests_total.load());
+  metric(out, "hippo_websocket_events_total", "counter", "WebSocket client events received.",
+         c.websocket_events_total.load());
+  metric(out, "hippo_protocol_errors_total", "counter", "Error events and 4xx answers sent.",
+         c.protocol_errors_total.load());
+  metric(out, "hippo_responses_completed_total", "counter", "Responses completed (cancelled ones included).",
+         c.responses_completed_total.load());
+  metric(out, "hippo_responses_failed_total", "counter", "Responses failed.", c.responses_failed_total.load());
+  metric(out, "hippo_output_tokens_total", "counter", "Tokens generated for clients.", c.output_tokens_total.load());
+  metric(out, "hippo_slow_client_closes_total", "counter",
+         "Connections closed because the client read too slowly (outbound queue full).",
+         c.slow_client_closes_total.load());
+  return out;
+}
+
+}  // namespace hippo::server

@@ -1,0 +1,322 @@
+#include "api/server/openai_chat.h"
+
+#include "api/server/json_fields.h"
+
+#include <boost/json/parse.hpp>
+#include <boost/json/serialize.hpp>
+#include <fmt/format.h>
+
+#include <cmath>
+
+namespace hippo::server::openai {
+
+namespace json = boost::json;
+
+namespace {
+
+Status invalid(std::string message) { return Status(ErrorCode::kInvalidArgument, std::move(message)); }
+
+// A message's content: a string, or an array of {type:"text", text} parts.
+Result<std::string> message_text(const json::value& content, const std::string& where) {
+  if (content.is_string()) return std::string(content.get_string());
+  if (content.is_null()) return std::string();
+  if (!content.is_array()) return invalid(fmt::format("{}.content must be a string or an array of text parts", where));
+  std::string text;
+  for (const json::value& part : content.get_array()) {
+    const json::object* o = part.if_object();
+    const json::value* type = o ? o->if_contains("type") : nullptr;
+    const json::value* t = o ? o->if_contains("text") : nullptr;
+    if (type == nullptr || !type->is_string() || type->get_string() != "text" || t == nullptr || !t->is_string())
+      return invalid(fmt::format("{}.content: only text parts ({{\"type\": \"text\", \"text\": ...}}) are supported", where));
+    text += t->get_string();
+  }
+  return text;
+}
+
+Status parse_messages(const json::array& messages, ChatRequest& r) {
+  if (messages.empty()) return invalid("messages must not be empty");
+  bool seen_conversation = false;
+  for (size_t i = 0; i < messages.size(); ++i) {
+    const std::string where = fmt::format("messages[{}]", i);
+    if (!messages[i].is_object()) return invalid(fmt::format("{} must be an object", where));
+    const json::object& m = messages[i].get_object();
+    JsonFields f(m, where + ".");
+    auto role = f.required_string("role");
+    if (!f.ok()) return invalid(f.error());
+    const json::value* content = m.if_contains("content");
+    static const json::value kNull;
+    HIPPO_ASSIGN_OR_RETURN(std::string text, message_text(content ? *content : kNull, where));
+    if (*role == "system" || *role == "developer") {
+      if (seen_conversation)
+        return invalid(fmt::format("{}: system messages must come before the conversation (they are the session's instructions)", where));
+      if (!r.settings.instructions.empty()) r.settings.instructions += "\n\n";
+      r.settings.instructions += text;
+    } else if (*role == "user") {
+      seen_conversation = true;
+      agents::InputItem item;
+      item.kind = agents::InputItem::Kind::kUserMessage;
+      item.content = std::move(text);
+      r.inputs.push_back(std::move(item));
+    } else if (*role == "assistant" || *role == "tool") {
+      // The agents layer takes user messages and tool results as input, never an assistant turn, so a
+      // history with the model's earlier answers cannot be rebuilt here. /v1/agents sessions keep
+      // the conversation instead.
+      return Status(ErrorCode::kUnavailable,
+                    fmt::format("{}: {} messages in the request are not supported yet (a stateless request cannot replay "
+                                "the model's earlier turns); keep a conversation in a session over the WebSocket API "
+                                "at /v1/agents",
+                                where, *role));
+    } else {
+      return invalid(fmt::format("{}.role must be system, developer, user, assistant or tool, not '{}'", where, *role));
+    }
+  }
+  if (r.inputs.empty()) return invalid("messages need at least one user message");
+  return Status::ok_status();
+}
+
+Status parse_tools(const json::array& tools, ChatRequest& r) {
+  for (size_t i = 0; i < tools.size(); ++i) {
+    const std::string where = fmt::format("tools[{}]", i);
+    const json::object* t = tools[i].if_object();
+    if (t == nullptr) return invalid(fmt::format("{} must be an object", where));
+    JsonFields f(*t, where + ".");
+    auto type = f.string("type");
+    const json::object* function = f.object("function");
+    if (!f.ok()) return invalid(f.error());
+    if (type && *type != "function") return invalid(fmt::format("{}.type must be function, not '{}'", where, *type));
+    if (function == nullptr) return invalid(fmt::format("{}.function is required", where));
+    JsonFields ff(*function, where + ".function.");
+    tokenizer::ToolDefinition def;
+    auto name = ff.required_string("name");
+    auto description = ff.string("description");
+    const json::object* parameters = ff.object("parameters");
+    if (!ff.ok()) return invalid(ff.error());
+    def.name = *name;
+    def.description = description;
+    if (parameters != nullptr) def.parameters = json::serialize(*parameters);
+    r.settings.tools.push_back(std::move(def));
+  }
+  return Status::ok_status();
+}
+
+}  // namespace
+
+Result<ChatRequest> parse_chat_request(std::string_view body, const std::string& served_model,
+                                       int64_t default_max_tokens) {
+  boost::system::error_code ec;
+  json::value doc = json::parse(body, ec);
+  if (ec) return invalid(fmt::format("the request body is not JSON: {}", ec.message()));
+  if (!doc.is_object()) return invalid("the request body must be a JSON object");
+  const json::object& o = doc.get_object();
+  JsonFields f(o);
+  ChatRequest r;
+  r.settings.thinking = false;
+  r.options.max_output_tokens = default_max_tokens;
+  r.options.sampling.temperature = 1.0;  // OpenAI's default
+  auto model = f.required_string("model");
+  const json::array* messages = f.array("messages");
+  const json::array* tools = f.array("tools");
+  auto stream = f.boolean("stream");
+  const json::object* stream_options = f.object("stream_options");
+  auto max_tokens = f.integer("max_tokens");
+  auto max_completion_tokens = f.integer("max_completion_tokens");
+  auto temperature = f.number("temperature");
+  auto top_p = f.number("top_p");
+  auto seed = f.integer("seed");
+  auto stop = f.strings("stop");
+  auto n = f.integer("n");
+  auto reasoning_effort = f.string("reasoning_effort");
+  if (!f.ok()) return invalid(f.error());
+  r.model = *model;
+  if (r.model != served_model)
+    return Status(ErrorCode::kNotFound, fmt::format("model '{}' is not served here; this server serves '{}'", r.model, served_model));
+  if (messages == nullptr) return invalid("messages is required");
+  HIPPO_RETURN_IF_ERROR(parse_messages(*messages, r));
+  if (tools != nullptr) HIPPO_RETURN_IF_ERROR(parse_tools(*tools, r));
+  if (const json::value* choice = o.if_contains("tool_choice"); choice != nullptr && !choice->is_null()) {
+    if (!choice->is_string())
+      return Status(ErrorCode::kUnavailable, "tool_choice naming one function is not supported yet; use auto, none or required");
+    const std::string_view c = choice->get_string();
+    if (c == "auto") r.settings.tool_choice = tokenizer::ToolChoice::kAuto;
+    else if (c == "none") r.settings.tool_choice = tokenizer::ToolChoice::kNone;
+    else if (c == "required") r.settings.tool_choice = tokenizer::ToolChoice::kRequired;
+    else return invalid(fmt::format("tool_choice must be auto, none or required, not '{}'", c));
+  }
+  if (const json::value* format = o.if_contains("response_format"); format != nullptr && !format->is_null()) {
+    const json::object* fo = format->if_object();
+    const json::value* type = fo ? fo->if_contains("type") : nullptr;
+    if (type == nullptr || !type->is_string() || type->get_string() != "text")
+      return Status(ErrorCode::kUnavailable, "response_format other than {\"type\": \"text\"} is not supported yet");
+  }
+  if (n && *n != 1) return invalid("n must be 1 (one choice per request)");
+  r.stream = stream.value_or(false);
+  if (stream_options != nullptr) {
+    JsonFields so(*stream_options, "stream_options.");
+    if (auto v = so.boolean("include_usage")) r.include_usage = *v;
+    if (!so.ok()) return invalid(so.error());
+  }
+  if (max_completion_tokens) r.options.max_output_tokens = *max_completion_tokens;
+  else if (max_tokens) r.options.max_output_tokens = *max_tokens;
+  if (r.options.max_output_tokens <= 0) return invalid("max_tokens must be positive");
+  if (temperature) r.options.sampling.temperature = *temperature;
+  if (!(r.options.sampling.temperature >= 0 && r.options.sampling.temperature <= 2)) return invalid("temperature must be in [0, 2]");
+  if (top_p) r.options.sampling.top_p = *top_p;
+  if (!(r.options.sampling.top_p > 0 && r.options.sampling.top_p <= 1)) return invalid("top_p must be in (0, 1]");
+  if (seed) r.options.sampling.seed = static_cast<uint64_t>(*seed);
+  if (stop) {
+    for (const std::string& s : *stop)
+      if (s.empty()) return invalid("stop strings must not be empty");
+    r.options.stop = *stop;
+  }
+  if (reasoning_effort) {
+    r.settings.thinking = true;
+    if (*reasoning_effort == "low" || *reasoning_effort == "minimal") r.settings.effort = tokenizer::ReasoningEffort::kLow;
+    else if (*reasoning_effort == "medium") r.settings.effort = tokenizer::ReasoningEffort::kDefault;
+    else if (*reasoning_effort == "high") r.settings.effort = tokenizer::ReasoningEffort::kHigh;
+    else return invalid(fmt::format("reasoning_effort must be minimal, low, medium or high, not '{}'", *reasoning_effort));
+  }
+  return r;
+}
+
+std::string error_body(std::string_view message, std::string_view type, std::string_view code) {
+  return json::serialize(json::object{{"error", {{"message", message}, {"type", type}, {"param", nullptr}, {"code", code}}}});
+}
+
+int http_status_for(const Status& status) {
+  switch (status.code()) {
+    case ErrorCode::kInvalidArgument: return 400;
+    case ErrorCode::kNotFound: return 404;
+    case ErrorCode::kFailedPrecondition: return 409;
+    case ErrorCode::kResourceExhausted: return 429;
+    case ErrorCode::kUnavailable: return 501;
+    case ErrorCode::kCancelled: return 503;
+    default: return 500;
+  }
+}
+
+std::string models_body(const std::string& model_id, int64_t created) {
+  return json::serialize(json::object{
+      {"object", "list"},
+      {"data", json::array{json::object{{"id", model_id}, {"object", "model"}, {"created", created}, {"owned_by", "hippo"}}}}});
+}
+
+namespace {
+
+json::object usage_object(const agents::Usage& u) {
+  return {{"prompt_tokens", u.input_tokens},
+          {"completion_tokens", u.output_tokens},
+          {"total_tokens", u.input_tokens + u.output_tokens},
+          {"prompt_tokens_details", {{"cached_tokens", u.cached_tokens}}}};
+}
+
+std::string finish_reason_name(const std::string& reason) { return reason.empty() ? "stop" : reason; }
+
+}  // namespace
+
+ChatCompletion::ChatCompletion(std::string id, std::string model, int64_t created, bool include_usage)
+    : id_(std::move(id)), model_(std::move(model)), created_(created), include_usage_(include_usage) {}
+
+std::string ChatCompletion::chunk(std::string_view delta_json, std::string_view finish_reason) const {
+  json::object choice{{"index", 0}, {"delta", json::parse(delta_json)}, {"logprobs", nullptr}};
+  choice["finish_reason"] = finish_reason.empty() ? json::value(nullptr) : json::value(finish_reason);
+  json::object c{{"id", id_},
+                 {"object", "chat.completion.chunk"},
+                 {"created", created_},
+                 {"model", model_},
+                 {"choices", json::array{std::move(choice)}}};
+  if (include_usage_) c["usage"] = nullptr;
+  return "data: " + json::serialize(c) + "\n\n";
+}
+
+int ChatCompletion::tool_index(const std::string& call_id) {
+  for (size_t i = 0; i < tool_calls_.size(); ++i)
+    if (tool_calls_[i].id == call_id) return static_cast<int>(i);
+  tool_calls_.push_back({call_id, {}, {}});
+  return static_cast<int>(tool_calls_.size() - 1);
+}
+
+std::string ChatCompletion::stream_start() { return chunk(R"({"role":"assistant","content":""})", ""); }
+
+std::string ChatCompletion::stream_event(const agents::ResponseEvent& e) {
+  using Kind = agents::ResponseEvent::Kind;
+  switch (e.kind) {
+    case Kind::kTextDelta:
+      return chunk(json::serialize(json::object{{"content", e.text}}), "");
+    case Kind::kReasoningDelta:
+      return chunk(json::serialize(json::object{{"reasoning_content", e.text}}), "");
+    case Kind::kToolCallBegin: {
+      const int index = tool_index(e.call_id);
+      json::object call{{"index", index},
+                        {"id", e.call_id},
+                        {"type", "function"},
+                        {"function", {{"name", e.name}, {"arguments", ""}}}};
+      return chunk(json::serialize(json::object{{"tool_calls", json::array{std::move(call)}}}), "");
+    }
+    case Kind::kToolCallArgumentsDelta: {
+      const int index = tool_index(e.call_id);
+      json::object call{{"index", index}, {"function", {{"arguments", e.text}}}};
+      return chunk(json::serialize(json::object{{"tool_calls", json::array{std::move(call)}}}), "");
+    }
+    case Kind::kToolCallDone:
+      return {};
+    case Kind::kCompleted: {
+      std::string out = chunk("{}", finish_reason_name(e.finish_reason));
+      if (include_usage_) {
+        json::object last{{"id", id_},         {"object", "chat.completion.chunk"}, {"created", created_},
+                          {"model", model_},   {"choices", json::array{}},          {"usage", usage_object(e.usage)}};
+        out += "data: " + json::serialize(last) + "\n\n";
+      }
+      return out + "data: [DONE]\n\n";
+    }
+    case Kind::kFailed: {
+      json::object err{{"error", {{"message", e.error.message()}, {"type", "server_error"},
+                                  {"code", error_code_name(e.error.code())}}}};
+      return "data: " + json::serialize(err) + "\n\ndata: [DONE]\n\n";
+    }
+  }
+  return {};
+}
+
+void ChatCompletion::add(const agents::ResponseEvent& e) {
+  using Kind = agents::ResponseEvent::Kind;
+  switch (e.kind) {
+    case Kind::kTextDelta: content_ += e.text; break;
+    case Kind::kReasoningDelta: reasoning_ += e.text; break;
+    case Kind::kToolCallBegin: tool_calls_[static_cast<size_t>(tool_index(e.call_id))].name = e.name; break;
+    case Kind::kToolCallArgumentsDelta: break;
+    case Kind::kToolCallDone: {
+      ToolCall& call = tool_calls_[static_cast<size_t>(tool_index(e.call_id))];
+      call.name = e.name;
+      call.arguments = e.text;
+      break;
+    }
+    case Kind::kCompleted:
+      finish_reason_ = finish_reason_name(e.finish_reason);
+      usage_ = e.usage;
+      break;
+    case Kind::kFailed: error_ = e.error; break;
+  }
+}
+
+std::string ChatCompletion::body() const {
+  json::object message{{"role", "assistant"}};
+  message["content"] = content_.empty() && !tool_calls_.empty() ? json::value(nullptr) : json::value(content_);
+  if (!reasoning_.empty()) message["reasoning_content"] = reasoning_;
+  if (!tool_calls_.empty()) {
+    json::array calls;
+    for (const ToolCall& c : tool_calls_)
+      calls.push_back(json::object{{"id", c.id}, {"type", "function"}, {"function", {{"name", c.name}, {"arguments", c.arguments}}}});
+    message["tool_calls"] = std::move(calls);
+  }
+  return json::serialize(json::object{
+      {"id", id_},
+      {"object", "chat.completion"},
+      {"created", created_},
+      {"model", model_},
+      {"choices", json::array{json::object{{"index", 0}, {"message", std::move(message)}, {"logprobs", nullptr},
+                                           {"finish_reason", finish_reason_}}}},
+      {"usage", usage_object(usage_)},
+  });
+}
+
+}  // namespace hippo::server::openai

@@ -1,0 +1,74 @@
+// The OpenAI-compatible chat completions API (POST /v1/chat/completions, GET /v1/models): request
+// parsing into the agents layer's types, and the agents layer's response events as
+// chat.completion / chat.completion.chunk objects. JSON only here; http_session.cpp does the I/O.
+//
+// A request is stateless: the server makes a temporary session (the system messages become its
+// instructions, the tools its tools), appends the user and tool messages, runs one response and
+// closes the session.
+#pragma once
+
+#include "agents/agent_types.h"
+#include "base/status.h"
+
+#include <cstdint>
+#include <string>
+#include <string_view>
+#include <vector>
+
+namespace hippo::server::openai {
+
+struct ChatRequest {
+  std::string model;
+  agents::SessionSettings settings;
+  std::vector<agents::InputItem> inputs;
+  agents::ResponseOptions options;
+  bool stream = false;
+  bool include_usage = false;  // stream_options.include_usage
+};
+
+// kInvalidArgument: a 400 with the message; kNotFound: the model is not served here (404).
+Result<ChatRequest> parse_chat_request(std::string_view body, const std::string& served_model,
+                                       int64_t default_max_tokens);
+
+// {"error": {"message", "type", "param", "code"}}
+std::string error_body(std::string_view message, std::string_view type, std::string_view code);
+// The HTTP status for an agents-layer error.
+int http_status_for(const Status& status);
+std::string models_body(const std::string& model_id, int64_t created);
+
+// Turns one response's events into the chat.completion object, or into SSE `data:` lines.
+class ChatCompletion {
+ public:
+  ChatCompletion(std::string id, std::string model, int64_t created, bool include_usage);
+
+  // Streaming: the SSE data lines ("data: {...}\n\n") the start of the response sends.
+  std::string stream_start();
+  // Streaming: the lines an event sends (possibly none); the last event also sends "data: [DONE]".
+  std::string stream_event(const agents::ResponseEvent& event);
+
+  // Non-streaming: collects an event; after the last, body() is the chat.completion object.
+  void add(const agents::ResponseEvent& event);
+  std::string body() const;
+  bool failed() const { return !error_.ok(); }
+  const Status& error() const { return error_; }
+
+ private:
+  std::string chunk(std::string_view delta_json, std::string_view finish_reason) const;
+  int tool_index(const std::string& call_id);
+
+  std::string id_;
+  std::string model_;
+  int64_t created_ = 0;
+  bool include_usage_ = false;
+  std::string content_;
+  std::string reasoning_;
+  struct ToolCall {
+    std::string id, name, arguments;
+  };
+  std::vector<ToolCall> tool_calls_;
+  std::string finish_reason_;
+  agents::Usage usage_;
+  Status error_;
+};
+
+}  // namespace hippo::server::openai

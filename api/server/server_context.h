@@ -1,0 +1,88 @@
+// What every connection of the server shares: the runtime, the options, the counters, the pool
+// that makes the runtime's blocking calls, and the registry of open connections (so that shutdown
+// can close them).
+#pragma once
+
+#include "agents/runtime.h"
+#include "api/server/metrics.h"
+
+#include <boost/asio/io_context.hpp>
+#include <boost/asio/thread_pool.hpp>
+
+#include <atomic>
+#include <cstdint>
+#include <map>
+#include <memory>
+#include <mutex>
+#include <string>
+#include <vector>
+
+namespace hippo::server {
+
+struct ServerOptions {
+  std::string bind = "127.0.0.1";
+  uint16_t port = 8080;                      // 0: any free port (Server::listen() says which)
+  std::string model_id = "hippo";            // the one model /v1/models lists
+  int io_threads = 2;                        // threads running the sockets
+  int runtime_call_threads = 4;              // threads making the runtime's blocking calls
+  size_t max_message_bytes = size_t{4} << 20;  // a WebSocket frame or an HTTP body
+  size_t max_outbound_bytes = size_t{8} << 20;  // queued, unsent bytes per connection before it is closed
+  int64_t default_max_output_tokens = 256;   // when a request gives none
+};
+
+// A connection that shutdown can close (WebSocket: close code 1001; HTTP: the socket).
+class Connection {
+ public:
+  virtual ~Connection() = default;
+  virtual void close_for_shutdown() = 0;  // thread-safe: posts to the connection's strand
+};
+
+class ConnectionRegistry {
+ public:
+  uint64_t add(std::weak_ptr<Connection> connection) {
+    std::lock_guard lock(mutex_);
+    const uint64_t id = next_id_++;
+    connections_[id] = std::move(connection);
+    return id;
+  }
+  void remove(uint64_t id) {
+    std::lock_guard lock(mutex_);
+    connections_.erase(id);
+  }
+  size_t size() {
+    std::lock_guard lock(mutex_);
+    return connections_.size();
+  }
+  std::vector<std::shared_ptr<Connection>> live() {
+    std::lock_guard lock(mutex_);
+    std::vector<std::shared_ptr<Connection>> out;
+    for (auto& [id, weak] : connections_)
+      if (auto c = weak.lock()) out.push_back(std::move(c));
+    return out;
+  }
+
+ private:
+  std::mutex mutex_;
+  uint64_t next_id_ = 1;
+  std::map<uint64_t, std::weak_ptr<Connection>> connections_;
+};
+
+struct ServerContext {
+  ServerContext(agents::AgentRuntime& rt, ServerOptions opts, boost::asio::io_context& io)
+      : runtime(rt), options(std::move(opts)), ioc(io), runtime_calls(static_cast<size_t>(options.runtime_call_threads)) {}
+
+  agents::AgentRuntime& runtime;
+  const ServerOptions options;
+  boost::asio::io_context& ioc;
+  // AgentRuntime's methods block until the engine thread has done the work: they run here, never
+  // on a socket thread. Each connection keeps its calls in order with a strand on this pool.
+  boost::asio::thread_pool runtime_calls;
+  ServerCounters counters;
+  ConnectionRegistry registry;
+  std::atomic<bool> stopping{false};
+  std::atomic<uint64_t> next_response_id{1};
+
+  std::string new_response_id() { return "resp_" + std::to_string(next_response_id.fetch_add(1)); }
+};
+
+}  // namespace hippo::server

@@ -1,0 +1,288 @@
+#include "api/server/websocket_session.h"
+
+#include "api/server/event_gate.h"
+#include "base/log.h"
+
+#include <boost/asio/post.hpp>
+#include <boost/beast/core/buffers_to_string.hpp>
+#include <boost/beast/websocket.hpp>
+#include <boost/json/serialize.hpp>
+#include <fmt/format.h>
+
+namespace hippo::server {
+
+namespace beast = boost::beast;
+namespace websocket = beast::websocket;
+namespace net = boost::asio;
+namespace json = boost::json;
+
+WebSocketSession::WebSocketSession(ServerContext& ctx, beast::tcp_stream&& stream)
+    : ctx_(ctx),
+      ws_(std::move(stream)),
+      calls_(net::make_strand(ctx.runtime_calls)),
+      close_guard_(ws_.get_executor()) {
+  ctx_.counters.websocket_sessions_open.fetch_add(1);
+  ctx_.counters.connections_open.fetch_add(1);
+}
+
+WebSocketSession::~WebSocketSession() {
+  ctx_.registry.remove(registry_id_);
+  ctx_.counters.websocket_sessions_open.fetch_sub(1);
+  ctx_.counters.connections_open.fetch_sub(1);
+}
+
+template <typename Fn>
+void WebSocketSession::post_io(Fn fn) {
+  net::post(ws_.get_executor(), std::move(fn));
+}
+
+void WebSocketSession::run(beast::http::request<beast::http::string_body> request) {
+  registry_id_ = ctx_.registry.add(weak_from_this());
+  // Beast's own timeouts: the handshake, and an idle limit with keep-alive pings at half of it.
+  beast::get_lowest_layer(ws_).expires_never();
+  ws_.set_option(websocket::stream_base::timeout::suggested(beast::role_type::server));
+  ws_.set_option(websocket::stream_base::decorator(
+      [](websocket::response_type& res) { res.set(beast::http::field::server, "hippo"); }));
+  ws_.read_message_max(ctx_.options.max_message_bytes);
+  ws_.async_accept(request, beast::bind_front_handler(&WebSocketSession::on_accept, shared_from_this()));
+}
+
+void WebSocketSession::close_for_shutdown() {
+  post_io([self = shared_from_this()] { self->close(websocket::close_code::going_away, "server shutting down", true); });
+}
+
+void WebSocketSession::on_accept(beast::error_code ec) {
+  if (ec) {
+    log::debug("websocket handshake failed", {{"error", ec.message()}});
+    finished();
+    return;
+  }
+  log::debug("websocket connected", {{"connection", registry_id_}});
+  do_read();
+}
+
+void WebSocketSession::do_read() {
+  ws_.async_read(buffer_, beast::bind_front_handler(&WebSocketSession::on_read, shared_from_this()));
+}
+
+void WebSocketSession::on_read(beast::error_code ec, size_t) {
+  if (ec) {
+    if (ec == websocket::error::message_too_big) {
+      // Beast has closed the connection with 1009 (message too big).
+      log::warn("websocket frame over the limit; closed with 1009",
+                {{"connection", registry_id_}, {"limit_bytes", ctx_.options.max_message_bytes}});
+    } else if (ec != websocket::error::closed) {
+      log::debug("websocket read ended", {{"connection", registry_id_}, {"error", ec.message()}});
+    }
+    finished();
+    return;
+  }
+  ctx_.counters.websocket_events_total.fetch_add(1);
+  if (!ws_.got_text()) {
+    send_error(protocol::kBinaryFrame, "events are JSON text frames; a binary frame was ignored", {});
+  } else {
+    const std::string text = beast::buffers_to_string(buffer_.data());
+    handle_text(text);
+  }
+  buffer_.consume(buffer_.size());
+  if (!closing_) do_read();
+}
+
+void WebSocketSession::handle_text(std::string_view text) {
+  protocol::ParsedEvent parsed = protocol::parse_client_event(text, ctx_.options.default_max_output_tokens);
+  if (!parsed.ok) {
+    send_error(parsed.error.code, parsed.error.message, parsed.event.event_id);
+    return;
+  }
+  if (ctx_.stopping.load()) {
+    send_error(protocol::kShuttingDown, "the server is shutting down", parsed.event.event_id);
+    return;
+  }
+  log::debug("websocket event", {{"connection", registry_id_}, {"type", parsed.event.type_name},
+                                 {"session", parsed.event.session_id}, {"request", parsed.event.event_id}});
+  net::post(calls_, [self = shared_from_this(), event = std::move(parsed.event)] { self->execute(event); });
+}
+
+void WebSocketSession::execute(const protocol::ClientEvent& e) {
+  agents::AgentRuntime& rt = ctx_.runtime;
+  auto self = shared_from_this();
+  const std::string& eid = e.event_id;
+  const std::string& sid = e.session_id;
+  auto fail = [&](const Status& status) { post_io([self, status, eid] { self->send_status_error(status, eid); }); };
+  auto reply = [&](json::object event) {
+    post_io([self, event = std::move(event), eid]() mutable { self->send(std::move(event), eid); });
+  };
+
+  switch (e.type) {
+    case protocol::ClientEventType::kSessionCreate: {
+      Result<std::string> id = rt.create_session(e.settings);
+      if (!id.ok()) return fail(id.status());
+      log::info("session created", {{"session", *id}, {"connection", registry_id_}});
+      return reply(protocol::session_event("session.created", *id));
+    }
+    case protocol::ClientEventType::kSessionResume: {
+      Result<agents::SessionView> view = rt.session(sid);
+      if (!view.ok()) return fail(view.status());
+      return reply(protocol::session_view_event("session.resumed", *view));
+    }
+    case protocol::ClientEventType::kInputAppend: {
+      Status st = rt.append_input(sid, e.items);
+      if (!st.ok()) return fail(st);
+      return reply(protocol::input_appended_event(sid, e.items.size()));
+    }
+    case protocol::ClientEventType::kResponseCreate: {
+      const std::string rid = ctx_.new_response_id();
+      std::weak_ptr<WebSocketSession> weak = self;
+      auto exec = ws_.get_executor();
+      auto gate = std::make_shared<EventGate>([weak, exec, sid, rid, eid, &counters = ctx_.counters](const agents::ResponseEvent& event) {
+        // Counted here: the connection may be gone when the last event arrives.
+        if (event.kind == agents::ResponseEvent::Kind::kCompleted) {
+          counters.responses_completed_total.fetch_add(1);
+          counters.output_tokens_total.fetch_add(event.usage.output_tokens);
+        } else if (event.kind == agents::ResponseEvent::Kind::kFailed) {
+          counters.responses_failed_total.fetch_add(1);
+        }
+        net::post(exec, [weak, event, sid, rid, eid] {
+          if (auto s = weak.lock()) s->on_response_event(event, sid, rid, eid);
+        });
+      });
+      Status st = rt.create_response(sid, e.response, EventGate::sink(gate));
+      if (!st.ok()) return fail(st);
+      gate->open([&] {
+        post_io([self, sid, rid, eid] {
+          self->running_.insert(sid);
+          self->send(protocol::response_created_event(sid, rid), eid);
+        });
+      });
+      return;
+    }
+    case protocol::ClientEventType::kResponseCancel: {
+      // The response ends with response.completed, finish_reason "cancelled".
+      Status st = rt.cancel(sid);
+      if (!st.ok()) return fail(st);
+      return;
+    }
+    case protocol::ClientEventType::kSessionSnapshot: {
+      Status st = rt.snapshot(sid);
+      if (!st.ok()) return fail(st);
+      Result<agents::SessionView> view = rt.session(sid);
+      if (!view.ok()) return fail(view.status());
+      return reply(protocol::session_view_event("session.snapshotted", *view));
+    }
+    case protocol::ClientEventType::kSessionClose: {
+      Status st = rt.close_session(sid);
+      if (!st.ok()) return fail(st);
+      return reply(protocol::session_event("session.closed", sid));
+    }
+  }
+}
+
+void WebSocketSession::on_response_event(const agents::ResponseEvent& event, const std::string& session_id,
+                                         const std::string& response_id, const std::string& event_id) {
+  if (event.kind == agents::ResponseEvent::Kind::kCompleted || event.kind == agents::ResponseEvent::Kind::kFailed)
+    running_.erase(session_id);
+  send(protocol::response_event(event, session_id, response_id), event_id);
+}
+
+void WebSocketSession::send(json::object event, const std::string& event_id) {
+  if (closing_) return;
+  event["seq"] = ++seq_;
+  if (!event_id.empty()) event["event_id"] = event_id;
+  enqueue(json::serialize(event));
+}
+
+void WebSocketSession::send_error(std::string_view code, std::string_view message, const std::string& event_id) {
+  ctx_.counters.protocol_errors_total.fetch_add(1);
+  send(protocol::error_event(code, message), event_id);
+}
+
+void WebSocketSession::send_status_error(const Status& status, const std::string& event_id) {
+  send_error(error_code_name(status.code()), status.message(), event_id);
+}
+
+void WebSocketSession::enqueue(std::string frame) {
+  if (outbound_bytes_ + frame.size() > ctx_.options.max_outbound_bytes) {
+    ctx_.counters.slow_client_closes_total.fetch_add(1);
+    log::warn("websocket client reads too slowly; closing it with 1008",
+              {{"connection", registry_id_}, {"queued_bytes", outbound_bytes_},
+               {"limit_bytes", ctx_.options.max_outbound_bytes}});
+    close(websocket::close_code::policy_error, "outbound queue full: the client reads too slowly", false);
+    return;
+  }
+  outbound_bytes_ += frame.size();
+  outbound_.push_back(std::move(frame));
+  if (!writing_) do_write();
+}
+
+void WebSocketSession::do_write() {
+  writing_ = true;
+  ws_.text(true);
+  ws_.async_write(net::buffer(outbound_.front()), beast::bind_front_handler(&WebSocketSession::on_write, shared_from_this()));
+}
+
+void WebSocketSession::on_write(beast::error_code ec, size_t) {
+  writing_ = false;
+  outbound_bytes_ -= outbound_.front().size();
+  outbound_.pop_front();
+  if (ec) {
+    log::debug("websocket write failed", {{"connection", registry_id_}, {"error", ec.message()}});
+    outbound_.clear();
+    outbound_bytes_ = 0;
+    closing_ = true;
+    finished();
+    return;
+  }
+  if (!outbound_.empty()) {
+    do_write();
+  } else if (pending_close_) {
+    start_close();
+  }
+}
+
+void WebSocketSession::close(websocket::close_code code, std::string reason, bool drain) {
+  if (closing_) return;
+  closing_ = true;
+  pending_close_ = websocket::close_reason(code, reason);
+  if (!drain) {
+    // Keep only the frame being written (Beast is in the middle of it).
+    while (outbound_.size() > (writing_ ? 1u : 0u)) {
+      outbound_bytes_ -= outbound_.back().size();
+      outbound_.pop_back();
+    }
+  }
+  if (!writing_) start_close();
+}
+
+void WebSocketSession::start_close() {
+  if (close_started_ || !pending_close_) return;
+  close_started_ = true;
+  // A client that never answers the close handshake (or never reads) loses the socket.
+  close_guard_.expires_after(std::chrono::seconds(5));
+  close_guard_.async_wait([self = shared_from_this()](beast::error_code ec) {
+    if (ec) return;
+    beast::error_code ignored;
+    beast::get_lowest_layer(self->ws_).socket().close(ignored);
+  });
+  ws_.async_close(*pending_close_, [self = shared_from_this()](beast::error_code ec) {
+    self->close_guard_.cancel();
+    if (ec) log::debug("websocket close failed", {{"connection", self->registry_id_}, {"error", ec.message()}});
+    self->finished();
+  });
+}
+
+void WebSocketSession::finished() {
+  if (finished_) return;
+  finished_ = true;
+  closing_ = true;
+  ctx_.registry.remove(registry_id_);
+  for (const std::string& sid : running_) {
+    net::post(ctx_.runtime_calls, [&rt = ctx_.runtime, sid] {
+      Status st = rt.cancel(sid);
+      if (!st.ok()) log::debug("cancel after disconnect failed", {{"session", sid}, {"error", st.to_string()}});
+    });
+  }
+  if (!running_.empty()) log::info("websocket client gone; its responses are cancelled", {{"connection", registry_id_}, {"responses", running_.size()}});
+  running_.clear();
+}
+
+}  // namespace hippo::server

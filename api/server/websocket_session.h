@@ -1,0 +1,82 @@
+// One WebSocket connection on /v1/agents: reads client events (text frames of JSON), runs them on
+// the runtime in the order they came (a strand on the runtime-call pool), and writes server events
+// from a bounded outbound queue. Any number of sessions can be used on one connection. A client
+// that reads so slowly that more than ServerOptions::max_outbound_bytes wait unsent is closed with
+// code 1008 (policy violation); a frame over max_message_bytes closes with 1009; server shutdown
+// closes with 1001 after the queued events are sent. When the connection ends, the responses it
+// started are cancelled; its sessions stay (they are durable: session.resume finds them).
+#pragma once
+
+#include "api/server/protocol.h"
+#include "api/server/server_context.h"
+
+#include <boost/asio/steady_timer.hpp>
+#include <boost/asio/strand.hpp>
+#include <boost/beast/core/flat_buffer.hpp>
+#include <boost/beast/core/tcp_stream.hpp>
+#include <boost/beast/http/message.hpp>
+#include <boost/beast/http/string_body.hpp>
+#include <boost/beast/websocket/stream.hpp>
+#include <boost/json/object.hpp>
+
+#include <deque>
+#include <memory>
+#include <optional>
+#include <set>
+#include <string>
+
+namespace hippo::server {
+
+class WebSocketSession : public Connection, public std::enable_shared_from_this<WebSocketSession> {
+ public:
+  WebSocketSession(ServerContext& ctx, boost::beast::tcp_stream&& stream);
+  ~WebSocketSession() override;
+
+  // Answers the upgrade request, then reads events until the connection ends.
+  void run(boost::beast::http::request<boost::beast::http::string_body> request);
+  void close_for_shutdown() override;
+
+ private:
+  using Executor = boost::asio::strand<boost::asio::io_context::executor_type>;
+
+  void on_accept(boost::beast::error_code ec);
+  void do_read();
+  void on_read(boost::beast::error_code ec, size_t bytes);
+  void handle_text(std::string_view text);
+  // Runs one valid client event on the runtime (pool thread).
+  void execute(const protocol::ClientEvent& event);
+  void on_response_event(const agents::ResponseEvent& event, const std::string& session_id,
+                         const std::string& response_id, const std::string& event_id);
+  template <typename Fn>
+  void post_io(Fn fn);
+
+  // Socket strand only:
+  void send(boost::json::object event, const std::string& event_id);
+  void send_error(std::string_view code, std::string_view message, const std::string& event_id);
+  void send_status_error(const Status& status, const std::string& event_id);
+  void enqueue(std::string frame);
+  void do_write();
+  void on_write(boost::beast::error_code ec, size_t bytes);
+  // drain: send what is queued first (shutdown); otherwise drop it (a slow client).
+  void close(boost::beast::websocket::close_code code, std::string reason, bool drain);
+  void start_close();
+  void finished();  // the connection is over: cancel its responses, leave the registry
+
+  ServerContext& ctx_;
+  boost::beast::websocket::stream<boost::beast::tcp_stream> ws_;
+  boost::asio::strand<boost::asio::thread_pool::executor_type> calls_;
+  boost::asio::steady_timer close_guard_;
+  boost::beast::flat_buffer buffer_;
+  uint64_t registry_id_ = 0;
+  int64_t seq_ = 0;
+  std::deque<std::string> outbound_;
+  size_t outbound_bytes_ = 0;
+  bool writing_ = false;
+  bool closing_ = false;         // no more events are queued
+  bool close_started_ = false;
+  bool finished_ = false;
+  std::optional<boost::beast::websocket::close_reason> pending_close_;
+  std::set<std::string> running_;  // sessions with a response this connection started
+};
+
+}  // namespace hippo::server

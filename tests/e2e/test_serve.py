@@ -1,0 +1,378 @@
+"""End-to-end tests of `hippo serve` on a tiny checkpoint, with real clients: urllib and curl for
+the HTTP endpoints, the `websockets` library for the agents protocol on /v1/agents, and the
+official `openai` client for /v1/chat/completions. docs/protocol.md is the contract."""
+import asyncio
+import json
+import pathlib
+import signal
+import subprocess
+
+import openai
+import pytest
+import websockets
+
+from serve_helpers import HIPPO, Server, make_checkpoint
+
+TIMEOUT = 60
+
+
+@pytest.fixture(scope="module")
+def checkpoint(tmp_path_factory):
+    return make_checkpoint(tmp_path_factory.mktemp("serve-model"))
+
+
+@pytest.fixture(scope="module")
+def server(checkpoint, tmp_path_factory):
+    work = tmp_path_factory.mktemp("serve")
+    with Server(work, "--model", str(checkpoint), "--db", str(work / "hippo.db")) as s:
+        yield s
+        assert s.stop() == 0, s.log()
+
+
+class Client:
+    """One WebSocket connection speaking the agents protocol."""
+
+    def __init__(self, ws):
+        self.ws = ws
+        self.seqs = []
+
+    async def send(self, **event):
+        await self.ws.send(json.dumps(event))
+
+    async def recv(self):
+        event = json.loads(await asyncio.wait_for(self.ws.recv(), TIMEOUT))
+        self.seqs.append(event["seq"])
+        return event
+
+    async def expect(self, type_, **event):
+        await self.send(**event)
+        reply = await self.recv()
+        assert reply["type"] == type_, reply
+        return reply
+
+    async def create_session(self, **fields):
+        return (await self.expect("session.created", type="session.create", **fields))["session_id"]
+
+    async def append(self, sid, text):
+        return await self.expect("input.appended", type="input.append", session_id=sid,
+                                 items=[{"type": "message", "content": text}])
+
+    async def until_done(self, sid=None):
+        """Events up to the response's completed/failed event (of session sid, when given)."""
+        events = []
+        while True:
+            e = await self.recv()
+            events.append(e)
+            if e["type"] in ("response.completed", "response.failed") and (sid is None or e["session_id"] == sid):
+                return events
+
+
+def run(coro):
+    return asyncio.run(coro)
+
+
+def test_health_models_and_metrics(server):
+    r = subprocess.run(["curl", "-sS", "-i", server.http + "/healthz"], capture_output=True, text=True, timeout=30)
+    assert r.returncode == 0, r.stderr
+    assert r.stdout.startswith("HTTP/1.1 200")
+    assert json.loads(r.stdout.split("\n\n", 1)[1]) == {"status": "ok"}
+
+    status, _, body = server.get("/v1/models")
+    models = json.loads(body)
+    assert status == 200 and models["object"] == "list"
+    assert [m["id"] for m in models["data"]] == ["tiny"]
+
+    status, content_type, text = server.get("/metrics")
+    assert status == 200 and content_type.startswith("text/plain")
+    for name in ("hippo_sessions", "hippo_resident_sessions", "hippo_resident_bytes", "hippo_swap_outs_total",
+                 "hippo_resumes_total", "hippo_rebuilds_total", "hippo_snapshots_total", "hippo_queued_responses",
+                 "hippo_running_responses", "hippo_connections_total", "hippo_http_requests_total",
+                 "hippo_output_tokens_total"):
+        assert f"\n# TYPE {name} " in "\n" + text, name
+        assert any(line.startswith(name + " ") for line in text.splitlines()), name
+
+    r = subprocess.run(["curl", "-sS", "-o", "/dev/null", "-w", "%{http_code}", server.http + "/nowhere"],
+                       capture_output=True, text=True, timeout=30)
+    assert r.stdout == "404"
+
+
+def metric(server, name):
+    _, _, text = server.get("/metrics")
+    for line in text.splitlines():
+        if line.startswith(name + " "):
+            return float(line.split()[1])
+    raise AssertionError(f"{name} missing from /metrics")
+
+
+def test_websocket_session_streams_a_response(server):
+    tokens_before = metric(server, "hippo_output_tokens_total")
+
+    async def main():
+        async with websockets.connect(server.ws) as ws:
+            c = Client(ws)
+            created = await c.expect("session.created", type="session.create", event_id="c1",
+                                     instructions="You are a hippo.")
+            assert created["event_id"] == "c1"
+            sid = created["session_id"]
+            appended = await c.append(sid, "Tell me about rivers.")
+            assert appended["items"] == 1
+            await c.send(type="response.create", session_id=sid, max_output_tokens=12, event_id="r1")
+            created = await c.recv()
+            assert created["type"] == "response.created" and created["event_id"] == "r1"
+            events = await c.until_done()
+            deltas = [e for e in events if e["type"] == "response.output_text.delta"]
+            done = events[-1]
+            assert done["type"] == "response.completed", done
+            assert done["finish_reason"] in ("length", "stop")
+            u = done["usage"]
+            assert u["output_tokens"] == 12 if done["finish_reason"] == "length" else u["output_tokens"] >= 1
+            assert u["input_tokens"] > 0 and u["cached_tokens"] == 0
+            for key in ("prefill_ms", "decode_ms", "first_token_ms"):
+                assert u[key] >= 0
+            assert deltas and "".join(d["delta"] for d in deltas)
+            assert all(e["response_id"] == created["response_id"] and e["event_id"] == "r1" for e in events)
+            # A second turn builds on the first: its whole context so far is cached.
+            await c.append(sid, "And lakes?")
+            await c.expect("response.created", type="response.create", session_id=sid, max_output_tokens=4)
+            second = (await c.until_done())[-1]
+            assert second["usage"]["cached_tokens"] >= u["input_tokens"]
+            view = await c.expect("session.snapshotted", type="session.snapshot", session_id=sid)
+            assert view["n_tokens"] > 0
+            await c.expect("session.closed", type="session.close", session_id=sid)
+            err = await c.expect("error", type="session.resume", session_id=sid)
+            assert err["code"] == "failed_precondition"
+            assert c.seqs == list(range(1, len(c.seqs) + 1))  # per connection, no gaps
+
+    run(main())
+    assert metric(server, "hippo_output_tokens_total") >= tokens_before + 16
+
+
+def test_two_sessions_on_one_connection(server):
+    async def main():
+        async with websockets.connect(server.ws) as ws:
+            c = Client(ws)
+            a = await c.create_session(instructions="Session A")
+            b = await c.create_session(instructions="Session B")
+            assert a != b
+            await c.append(a, "First question")
+            await c.append(b, "Second question")
+            await c.send(type="response.create", session_id=a, max_output_tokens=20)
+            await c.send(type="response.create", session_id=b, max_output_tokens=20)
+            completed, text = {}, {a: "", b: ""}
+            while len(completed) < 2:
+                e = await c.recv()
+                if e["type"] == "response.output_text.delta":
+                    text[e["session_id"]] += e["delta"]
+                elif e["type"] == "response.completed":
+                    completed[e["session_id"]] = e
+                else:
+                    assert e["type"] == "response.created", e
+            assert set(completed) == {a, b}
+            assert all(completed[s]["usage"]["output_tokens"] == 20 for s in (a, b))
+            assert text[a] and text[b]
+
+    run(main())
+
+
+def test_cancel_ends_a_response_as_cancelled(server):
+    async def main():
+        async with websockets.connect(server.ws) as ws:
+            c = Client(ws)
+            sid = await c.create_session()
+            await c.append(sid, "Write a very long story.")
+            await c.expect("response.created", type="response.create", session_id=sid, max_output_tokens=20000)
+            first = await c.recv()
+            assert first["type"] == "response.output_text.delta", first
+            await c.send(type="response.cancel", session_id=sid, event_id="x")
+            done = (await c.until_done())[-1]
+            assert done["type"] == "response.completed" and done["finish_reason"] == "cancelled"
+            assert 0 < done["usage"]["output_tokens"] < 20000
+            # The session takes the next turn.
+            await c.append(sid, "Shorter, please.")
+            await c.expect("response.created", type="response.create", session_id=sid, max_output_tokens=3)
+            assert (await c.until_done())[-1]["usage"]["output_tokens"] == 3
+
+    run(main())
+
+
+def test_a_client_that_leaves_cancels_its_responses(server):
+    async def main():
+        async with websockets.connect(server.ws) as ws:
+            c = Client(ws)
+            sid = await c.create_session()
+            await c.append(sid, "Talk for a long time.")
+            await c.expect("response.created", type="response.create", session_id=sid, max_output_tokens=20000)
+            assert (await c.recv())["type"] == "response.output_text.delta"
+        # The connection is gone; the session is not: another connection continues it.
+        for _ in range(200):
+            if metric(server, "hippo_running_responses") == 0:
+                break
+            await asyncio.sleep(0.05)
+        assert metric(server, "hippo_running_responses") == 0
+        async with websockets.connect(server.ws) as ws:
+            c = Client(ws)
+            view = await c.expect("session.resumed", type="session.resume", session_id=sid)
+            assert view["status"] in ("ready", "swapped") and view["n_tokens"] > 0
+            await c.append(sid, "Go on.")
+            await c.expect("response.created", type="response.create", session_id=sid, max_output_tokens=2)
+            assert (await c.until_done())[-1]["type"] == "response.completed"
+
+    run(main())
+
+
+def test_bad_events_are_errors_and_the_server_keeps_serving(server):
+    async def main():
+        async with websockets.connect(server.ws) as ws:
+            c = Client(ws)
+            await ws.send("{not json")
+            assert (await c.recv())["code"] == "invalid_json"
+            await ws.send("[1, 2]")
+            assert (await c.recv())["code"] == "invalid_json"
+            err = await c.expect("error", type="session.explode", event_id="u1")
+            assert err["code"] == "unknown_type" and err["event_id"] == "u1"
+            await ws.send(json.dumps({"session_id": "s"}))
+            assert (await c.recv())["code"] == "invalid_event"
+            err = await c.expect("error", type="response.create", session_id=42, event_id="w1")
+            assert err["code"] == "invalid_field" and "session_id" in err["message"] and err["event_id"] == "w1"
+            err = await c.expect("error", type="response.create", session_id="s_x", max_output_tokens="many")
+            assert err["code"] == "invalid_field" and "max_output_tokens" in err["message"]
+            err = await c.expect("error", type="input.append", session_id="s_x", items=[{"type": "picture"}])
+            assert err["code"] == "invalid_field"
+            await ws.send(b"\x00\x01binary")
+            assert (await c.recv())["code"] == "binary_frame"
+            err = await c.expect("error", type="session.resume", session_id="s_does_not_exist")
+            assert err["code"] == "not_found"
+            sid = await c.create_session()
+            err = await c.expect("error", type="input.append", session_id=sid,
+                                 items=[{"type": "tool_result", "call_id": "nope", "content": "{}"}])
+            assert err["code"] == "invalid_argument"
+            # Still serving on the same connection.
+            await c.append(sid, "Still there?")
+            await c.expect("response.created", type="response.create", session_id=sid, max_output_tokens=2)
+            assert (await c.until_done())[-1]["type"] == "response.completed"
+
+        # A frame over the 4 MiB limit closes that connection with 1009; others are unaffected.
+        async with websockets.connect(server.ws, max_size=None) as ws:
+            with pytest.raises(websockets.ConnectionClosed) as closed:
+                await ws.send("x" * (5 << 20))  # may fail already: the server closes while it arrives
+                await asyncio.wait_for(ws.recv(), TIMEOUT)
+            assert closed.value.rcvd.code == 1009
+        async with websockets.connect(server.ws) as ws:
+            c = Client(ws)
+            assert (await c.create_session()).startswith("s_")
+
+    run(main())
+    status, _, _ = server.get("/healthz")
+    assert status == 200
+
+
+def test_openai_client_chat_completions(server):
+    client = openai.OpenAI(base_url=server.http + "/v1", api_key="unused", max_retries=0, timeout=TIMEOUT)
+    assert [m.id for m in client.models.list()] == ["tiny"]
+
+    r = client.chat.completions.create(
+        model="tiny", messages=[{"role": "system", "content": "Be brief."}, {"role": "user", "content": "Hello!"}],
+        max_tokens=8, temperature=0)
+    assert r.object == "chat.completion"
+    assert r.choices[0].message.role == "assistant" and r.choices[0].message.content
+    assert r.choices[0].finish_reason in ("length", "stop")
+    assert r.usage.completion_tokens == 8 or r.choices[0].finish_reason == "stop"
+    assert r.usage.prompt_tokens > 0 and r.usage.prompt_tokens_details.cached_tokens == 0
+    assert r.usage.total_tokens == r.usage.prompt_tokens + r.usage.completion_tokens
+
+    chunks = list(client.chat.completions.create(
+        model="tiny", messages=[{"role": "system", "content": "Be brief."}, {"role": "user", "content": "Hello!"}],
+        max_completion_tokens=8, temperature=0, stream=True, stream_options={"include_usage": True}))
+    text = "".join(ch.choices[0].delta.content or "" for ch in chunks if ch.choices)
+    assert text == r.choices[0].message.content  # greedy: the same answer streamed
+    finishes = [ch.choices[0].finish_reason for ch in chunks if ch.choices and ch.choices[0].finish_reason]
+    assert finishes == [r.choices[0].finish_reason]
+    usage = chunks[-1].usage
+    assert chunks[-1].choices == [] and usage.completion_tokens == r.usage.completion_tokens
+    assert usage.prompt_tokens == r.usage.prompt_tokens and usage.prompt_tokens_details.cached_tokens == 0
+
+    seeded = [client.chat.completions.create(model="tiny", messages=[{"role": "user", "content": "Hi"}], max_tokens=8,
+                                             temperature=1.0, top_p=0.9, seed=s, stop=["\n\n"])
+              for s in (5, 5)]
+    assert seeded[0].choices[0].message.content == seeded[1].choices[0].message.content
+
+    with pytest.raises(openai.NotFoundError):
+        client.chat.completions.create(model="gpt-4o", messages=[{"role": "user", "content": "Hi"}])
+    with pytest.raises(openai.BadRequestError) as bad:
+        client.chat.completions.create(model="tiny", messages=[{"role": "user", "content": "Hi"}], temperature=7)
+    assert "temperature" in str(bad.value)
+    with pytest.raises(openai.APIStatusError) as unsupported:
+        client.chat.completions.create(model="tiny", messages=[
+            {"role": "user", "content": "Hi"}, {"role": "assistant", "content": "Hello"},
+            {"role": "user", "content": "Again"}])
+    assert unsupported.value.status_code == 501 and "/v1/agents" in str(unsupported.value)
+    # Temporary sessions are closed after each request.
+    assert metric(server, "hippo_running_responses") == 0
+
+
+def test_sigterm_snapshots_and_a_restarted_server_resumes(checkpoint, tmp_path):
+    db = tmp_path / "resume.db"
+
+    async def first_life(s):
+        async with websockets.connect(s.ws) as ws:
+            c = Client(ws)
+            sid = await c.create_session(instructions="Remember the river.")
+            await c.append(sid, "The river is called Nile. " * 20)
+            await c.expect("response.created", type="response.create", session_id=sid, max_output_tokens=6)
+            done = (await c.until_done())[-1]
+            assert done["type"] == "response.completed"
+            s.proc.send_signal(signal.SIGTERM)
+            with pytest.raises(websockets.ConnectionClosed) as closed:
+                while True:
+                    await asyncio.wait_for(ws.recv(), TIMEOUT)
+            assert closed.value.rcvd.code == 1001
+            return sid, done["usage"]
+
+    with Server(tmp_path, "--model", str(checkpoint), "--db", str(db), name="first") as s:
+        sid, usage = run(first_life(s))
+        assert s.stop() == 0, s.log()
+        assert "every session is snapshotted" in s.log()
+
+    async def second_life(s):
+        async with websockets.connect(s.ws) as ws:
+            c = Client(ws)
+            resumed = await c.expect("session.resumed", type="session.resume", session_id=sid)
+            assert resumed["status"] == "swapped" and resumed["n_tokens"] > 0
+            await c.append(sid, "What is the river called?")
+            await c.expect("response.created", type="response.create", session_id=sid, max_output_tokens=4)
+            done = (await c.until_done())[-1]
+            assert done["type"] == "response.completed", done
+            return resumed, done["usage"]
+
+    with Server(tmp_path, "--model", str(checkpoint), "--db", str(db), name="second") as s:
+        resumed, usage2 = run(second_life(s))
+        # Restored from the snapshot, not prefilled again.
+        assert usage2["cached_tokens"] == resumed["n_tokens"] > 0
+        assert usage2["cached_tokens"] >= usage["input_tokens"]
+        assert metric(s, "hippo_resumes_total") >= 1
+        assert metric(s, "hippo_rebuilds_total") == 0
+        assert s.stop(signal.SIGINT) == 0, s.log()
+
+
+def test_embedded_default_model_and_env_settings(tmp_path):
+    import os
+    env = {"HIPPO_TOKENIZER": os.environ["HIPPO_TOKENIZER_DIR"], "HIPPO_DB": str(tmp_path / "env.db")}
+    with Server(tmp_path, env=env) as s:
+        assert (tmp_path / "models" / "default" / "config.json").exists()
+        assert "writing the embedded default model" in s.log()
+        _, _, body = s.get("/v1/models")
+        assert [m["id"] for m in json.loads(body)["data"]] == ["default"]
+        assert s.stop() == 0, s.log()
+    assert (tmp_path / "env.db").exists()
+    with Server(tmp_path, env=env, name="again") as s:  # written once
+        assert "writing the embedded default model" not in s.log()
+        assert s.stop() == 0
+
+
+def test_bad_settings_are_clear_errors(tmp_path):
+    r = subprocess.run([HIPPO, "serve", "--model", str(tmp_path / "missing"),
+                        "--port", "0"], capture_output=True, text=True, timeout=60, cwd=tmp_path)
+    assert r.returncode == 1 and "missing" in r.stderr
+    r = subprocess.run([HIPPO, "serve", "--port", "70000"],
+                       capture_output=True, text=True, timeout=60, cwd=tmp_path)
+    assert r.returncode == 2
