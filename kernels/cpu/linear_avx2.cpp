@@ -1,5 +1,6 @@
 // linear() for the avx2 instruction set: the shared body of linear_impl.h with 8 floats per
-// vector and 2 rows of x per tile (-ffp-contract=fast from kernels/CMakeLists.txt).
+// vector, panels of 16 weight rows and tiles of 6 rows of x (12 of the 16 vector registers hold
+// accumulators; -ffp-contract=fast from kernels/CMakeLists.txt).
 #if defined(__x86_64__)
 #define HIPPO_LINEAR_TARGET __attribute__((target("avx2,fma")))
 #else  // never dispatched to off x86; compiled generic so the build stays whole
@@ -10,7 +11,7 @@
 namespace hippo::kernels::cpu {
 
 void linear_avx2(const float* x, std::int64_t m, const WeightView& w, float* y, ThreadPool& pool) {
-  linear_impl<8, 2>(x, m, w, y, pool);
+  linear_impl<8, 6>(x, m, w, y, pool);
 }
 
 }  // namespace hippo::kernels::cpu

@@ -1,5 +1,6 @@
 // linear() for the avx512 instruction set: the shared body of linear_impl.h with 16 floats per
-// vector and 4 rows of x per tile (-ffp-contract=fast from kernels/CMakeLists.txt).
+// vector, panels of 32 weight rows and tiles of 8 rows of x (16 of the 32 vector registers hold
+// accumulators; -ffp-contract=fast from kernels/CMakeLists.txt).
 #if defined(__x86_64__)
 #define HIPPO_LINEAR_TARGET __attribute__((target("avx512f,fma")))
 #else  // never dispatched to off x86; compiled generic so the build stays whole
@@ -10,7 +11,7 @@
 namespace hippo::kernels::cpu {
 
 void linear_avx512(const float* x, std::int64_t m, const WeightView& w, float* y, ThreadPool& pool) {
-  linear_impl<16, 4>(x, m, w, y, pool);
+  linear_impl<16, 8>(x, m, w, y, pool);
 }
 
 }  // namespace hippo::kernels::cpu

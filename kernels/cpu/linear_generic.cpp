@@ -1,12 +1,13 @@
 // linear() for the generic instruction set: the shared body of linear_impl.h with 4 floats per
-// vector and 1 rows of x per tile (-ffp-contract=fast from kernels/CMakeLists.txt).
-#define HIPPO_LINEAR_TARGET 
+// vector, panels of 8 weight rows and tiles of 4 rows of x (8 of the 16 SSE registers hold
+// accumulators; -ffp-contract=fast from kernels/CMakeLists.txt).
+#define HIPPO_LINEAR_TARGET
 #include "kernels/cpu/linear_impl.h"
 
 namespace hippo::kernels::cpu {
 
 void linear_generic(const float* x, std::int64_t m, const WeightView& w, float* y, ThreadPool& pool) {
-  linear_impl<4, 1>(x, m, w, y, pool);
+  linear_impl<4, 4>(x, m, w, y, pool);
 }
 
 }  // namespace hippo::kernels::cpu

@@ -152,6 +152,72 @@ TEST_CASE("a row's result is bit-identical whatever the batch and the thread cou
   CHECK(std::memcmp(slice.data(), &batch[3 * n], slice.size() * sizeof(float)) == 0);
 }
 
+// The same for every ISA and format, over shapes that take every path: m = 1 (several panels at
+// once), tiles and their leftover rows, k split into chunks, partial panels, and rows of x split
+// into blocks across threads (few panels, many rows).
+TEST_CASE("the bit-identical invariant holds for every ISA, format and path", "[linear]") {
+  std::mt19937 rng(11);
+  kernels::cpu::ThreadPool pool1(1), pool2(2), pool3(3);
+  struct Case {
+    WeightFormat format;
+    std::int64_t n, k, m;
+  };
+  const Case cases[] = {
+      {WeightFormat::kF32, 37, 1101, 29},   {WeightFormat::kBF16, 131, 97, 23},
+      {WeightFormat::kBF16, 9, 256, 100},   {WeightFormat::kFp8Block, 45, 1100, 19},
+      {WeightFormat::kFp8Block, 33, 33, 70}, {WeightFormat::kFp4Row32, 200, 1088, 13},
+      {WeightFormat::kFp4Row32, 5, 64, 97},
+  };
+  for (const Case& c : cases) {
+    TestWeight w(c.format, c.n, c.k, rng);
+    REQUIRE(w.view.validate().ok());
+    const auto x = random_x(c.m, c.k, rng);
+    for (const std::string& isa : kernels::cpu::runnable_linear_isas()) {
+      INFO(isa << " " << kernels::weight_format_name(c.format) << " m=" << c.m << " n=" << c.n << " k=" << c.k);
+      std::vector<float> batch(static_cast<std::size_t>(c.m * c.n)), other(batch.size());
+      REQUIRE(kernels::cpu::linear_with_isa(isa, x.data(), c.m, w.view, batch.data(), pool3).ok());
+      REQUIRE(kernels::cpu::linear_with_isa(isa, x.data(), c.m, w.view, other.data(), pool1).ok());
+      CHECK(std::memcmp(batch.data(), other.data(), batch.size() * sizeof(float)) == 0);
+      for (std::int64_t i = 0; i < c.m; ++i) {
+        for (kernels::cpu::ThreadPool* pool : {&pool1, &pool2}) {
+          std::vector<float> alone(static_cast<std::size_t>(c.n));
+          REQUIRE(kernels::cpu::linear_with_isa(isa, &x[i * c.k], 1, w.view, alone.data(), *pool).ok());
+          CHECK(std::memcmp(alone.data(), &batch[i * c.n], c.n * sizeof(float)) == 0);
+        }
+      }
+      // Rows 2 .. m-3 alone: every row moves to another tile position.
+      const std::int64_t rows = c.m - 5;
+      std::vector<float> slice(static_cast<std::size_t>(rows * c.n));
+      REQUIRE(kernels::cpu::linear_with_isa(isa, &x[2 * c.k], rows, w.view, slice.data(), pool2).ok());
+      CHECK(std::memcmp(slice.data(), &batch[2 * c.n], slice.size() * sizeof(float)) == 0);
+    }
+  }
+}
+
+// x = the identity picks out single weights: y[c, r] = 0 + ... + 1 * W[r, c] + 0 + ..., exactly
+// W[r, c], so each ISA's decoders (vectorised or not) must give kernels/ref's values bit for bit.
+TEST_CASE("every ISA decodes every weight exactly", "[linear]") {
+  std::mt19937 rng(5);
+  kernels::cpu::ThreadPool pool(2);
+  const WeightFormat formats[] = {WeightFormat::kF32, WeightFormat::kBF16, WeightFormat::kFp8Block,
+                                  WeightFormat::kFp4Row32};
+  for (WeightFormat format : formats) {
+    const std::int64_t n = 70, k = format == WeightFormat::kFp4Row32 ? 160 : 150;
+    TestWeight w(format, n, k, rng);
+    std::vector<float> eye(static_cast<std::size_t>(k * k), 0.0f), y(static_cast<std::size_t>(k * n));
+    for (std::int64_t c = 0; c < k; ++c) eye[c * k + c] = 1.0f;
+    for (const std::string& isa : kernels::cpu::runnable_linear_isas()) {
+      INFO(isa << " " << kernels::weight_format_name(format));
+      REQUIRE(kernels::cpu::linear_with_isa(isa, eye.data(), k, w.view, y.data(), pool).ok());
+      std::int64_t wrong = 0;
+      for (std::int64_t c = 0; c < k; ++c)
+        for (std::int64_t r = 0; r < n; ++r)
+          if (y[c * n + r] != kernels::ref::weight_at(w.view, r, c)) ++wrong;  // -0 == +0: the sum drops the sign
+      CHECK(wrong == 0);
+    }
+  }
+}
+
 TEST_CASE("weight views are validated with clear messages", "[linear]") {
   std::uint8_t bytes[64] = {};
   WeightView fp4{WeightFormat::kFp4Row32, bytes, bytes, 2, 48, 0};
