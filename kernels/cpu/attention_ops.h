@@ -1,0 +1,25 @@
+// The arithmetic of the attention core: scores of a row's query heads against keys held transposed,
+// and the probability-weighted sum of key rows. Every output element is one sequential chain (a fused
+// multiply-add per step on machines with FMA, a multiply then an add elsewhere) over its reduction
+// index, starting from zero: its bits depend only on the values it reads, never on n, strides, the
+// number of heads, or which vector lane or tile computed it. The forward pass relies on this to give
+// one row the same result in a prefill chunk of any size, a decode step and a batch of sessions.
+#pragma once
+
+#include <cstdint>
+
+namespace hippo::kernels::cpu {
+
+// scores[h·score_stride + j] = Σ_{d < dim, ascending} q[h·q_stride + d] · kt[d·ld + j]
+// for h < heads, j < n: keys are the columns of kt ([dim][ld] floats, only columns [0, n) are read).
+void transposed_scores(const float* q, std::int64_t heads, std::int64_t q_stride, const float* kt, std::int64_t ld,
+                       std::int64_t n, std::int64_t dim, float* scores, std::int64_t score_stride);
+
+// out[h·out_stride + d] = Σ_{j < n, ascending} p[h·p_stride + j] · rows[j][d]   for h < heads, d < dim.
+void weighted_rows(const float* p, std::int64_t heads, std::int64_t p_stride, const float* const* rows, std::int64_t n,
+                   std::int64_t dim, float* out, std::int64_t out_stride);
+
+// kt[d·ld + j] = rows[j][d] for j < n, d < dim (ld >= n).
+void transpose_rows(const float* const* rows, std::int64_t n, std::int64_t dim, float* kt, std::int64_t ld);
+
+}  // namespace hippo::kernels::cpu
