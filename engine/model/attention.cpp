@@ -19,16 +19,14 @@ void ForwardPass::attention(const LayerWeights& lw, const std::vector<float>& u,
   const LayerRole& role = lw.role;
   const int64_t H = t_.num_attention_heads, D = t_.head_dim, rq = t_.q_lora_rank;
   const float eps = static_cast<float>(t_.rms_norm_eps);
-  const Rope& rope = role.compress_ratio > 0 ? model_.compress_rope_ : model_.main_rope_;
+  const RopeAngles& rope = role.compress_ratio > 0 ? compress_angles_ : main_angles_;
 
   std::vector<float> q_residual(static_cast<size_t>(rows_ * rq));
   linear(u.data(), rows_, lw.wq_a, q_residual.data());
   rms_norm_rows(q_residual, rows_, rq, lw.q_norm, eps);
   std::vector<float> q(static_cast<size_t>(rows_ * H * D));
   linear(q_residual.data(), rows_, lw.wq_b, q.data());
-  for (int64_t r = 0; r < rows_; ++r) {
-    for (int64_t h = 0; h < H; ++h) rope.apply(&q[static_cast<size_t>((r * H + h) * D)], D, positions_[static_cast<size_t>(r)]);
-  }
+  for (int64_t r = 0; r < rows_; ++r) rope.apply(&q[static_cast<size_t>(r * H * D)], H, D, r);
 
   // The window KV: RMSNorm(W_kv u), RoPE, FP8 round trip (kept as the ring's codes).
   const int64_t entry_bytes = window_entry_bytes(D);
@@ -38,7 +36,7 @@ void ForwardPass::attention(const LayerWeights& lw, const std::vector<float>& u,
   std::vector<std::uint8_t> kv_codes(static_cast<size_t>(rows_ * entry_bytes));
   for (int64_t r = 0; r < rows_; ++r) {
     float* row = &kv[static_cast<size_t>(r * D)];
-    rope.apply(row, D, positions_[static_cast<size_t>(r)]);
+    rope.apply(row, 1, D, r);
     encode_window_entry(row, D, &kv_codes[static_cast<size_t>(r * entry_bytes)]);
     decode_window_entry(&kv_codes[static_cast<size_t>(r * entry_bytes)], D, row);
   }
@@ -50,11 +48,7 @@ void ForwardPass::attention(const LayerWeights& lw, const std::vector<float>& u,
 
   std::vector<float> o(static_cast<size_t>(rows_ * H * D));
   attend(lw, q, kv, o);
-  for (int64_t r = 0; r < rows_; ++r) {
-    for (int64_t h = 0; h < H; ++h) {
-      rope.apply(&o[static_cast<size_t>((r * H + h) * D)], D, positions_[static_cast<size_t>(r)], /*inverse=*/true);
-    }
-  }
+  for (int64_t r = 0; r < rows_; ++r) rope.apply(&o[static_cast<size_t>(r * H * D)], H, D, r, /*inverse=*/true);
 
   // Grouped output projection: group g's heads through its block of wo_a, then wo_b over all groups.
   const int64_t G = t_.o_groups, ro = t_.o_lora_rank, group_width = H * D / G;

@@ -27,6 +27,8 @@ ForwardPass::ForwardPass(const Model& model, std::vector<Segment> segments, Dept
     }
     rows_ += static_cast<int64_t>(seg.tokens.size());
   }
+  main_angles_ = RopeAngles(model_.main_rope_, positions_);
+  compress_angles_ = RopeAngles(model_.compress_rope_, positions_);
   shared_.resize(segments_.size());
 }
 

@@ -69,6 +69,8 @@ class ForwardPass {
   Depth depth_;
   int64_t rows_ = 0;
   std::vector<int64_t> positions_;  // per row
+  RopeAngles main_angles_;           // the model's main RoPE at positions_
+  RopeAngles compress_angles_;       // its compress RoPE at positions_
   std::vector<int64_t> segment_of_;  // per row
   std::vector<int64_t> engram_rows_;  // [rows, engram layers, columns]
   std::vector<float> streams_;       // [rows, hc, d]

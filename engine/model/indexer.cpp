@@ -19,11 +19,8 @@ void ForwardPass::index(const LayerWeights& lw, const std::vector<float>& u, con
   std::vector<float> q(static_cast<size_t>(rows_ * hI * idh));
   linear(q_residual.data(), rows_, lw.index_wq_b, q.data());
   for (int64_t r = 0; r < rows_; ++r) {
-    for (int64_t h = 0; h < hI; ++h) {
-      float* head = &q[static_cast<size_t>((r * hI + h) * idh)];
-      model_.compress_rope_.apply(head, idh, positions_[static_cast<size_t>(r)]);
-      fp4_ue8m0_round_trip(head, idh);
-    }
+    compress_angles_.apply(&q[static_cast<size_t>(r * hI * idh)], hI, idh, r);
+    for (int64_t h = 0; h < hI; ++h) fp4_ue8m0_round_trip(&q[static_cast<size_t>((r * hI + h) * idh)], idh);
   }
   std::vector<float> weights(static_cast<size_t>(rows_ * hI));
   linear(u.data(), rows_, lw.index_weights_proj, weights.data());
