@@ -162,20 +162,8 @@ void ForwardPass::attend(const LayerWeights& lw, const std::vector<float>& q, co
         }
         const int64_t n_attended = n_window + n_selected;
         for (int64_t h = 0; h < H; ++h) {
-          float* logits = &probs[static_cast<size_t>(h * stride)];
-          const float sink = lw.attn_sink[static_cast<size_t>(h)];
-          float m = sink;
-          for (int64_t j = 0; j < n_attended; ++j) {
-            logits[j] *= scaling;
-            m = std::max(m, logits[j]);
-          }
-          float denom = 0.0f;
-          for (int64_t j = 0; j < n_attended; ++j) {
-            logits[j] = std::exp(logits[j] - m);
-            denom += logits[j];
-          }
-          denom += std::exp(sink - m);
-          for (int64_t j = 0; j < n_attended; ++j) logits[j] /= denom;
+          kernels::cpu::softmax_with_sink(&probs[static_cast<size_t>(h * stride)], n_attended, scaling,
+                                          lw.attn_sink[static_cast<size_t>(h)]);
         }
         kernels::cpu::weighted_rows(probs.data(), H, stride, rows.data(), n_attended, D, &out[static_cast<size_t>(r * H * D)], D);
       }

@@ -9,6 +9,7 @@
 #include "kernels/cpu/attention_ops.h"
 
 #include <algorithm>
+#include <cmath>
 #include <cstring>
 
 namespace hippo::kernels::cpu {
@@ -148,6 +149,32 @@ __attribute__((target_clones("arch=x86-64-v4", "arch=x86-64-v3", "default"))) vo
     sum_heads<kSumHeads>(p + h * p_stride, p_stride, rows, n, dim, out + h * out_stride, out_stride);
   }
   for (; h < heads; ++h) sum_heads<1>(p + h * p_stride, p_stride, rows, n, dim, out + h * out_stride, out_stride);
+}
+
+__attribute__((target_clones("arch=x86-64-v4", "arch=x86-64-v3", "default"))) void softmax_with_sink(
+    float* x, std::int64_t n, float scale, float sink) {
+  // The maximum is the same whatever order finds it (a -0/+0 choice cannot change s_j - m).
+  V lane_max;
+  for (std::int64_t l = 0; l < kLanes; ++l) lane_max[l] = sink;
+  std::int64_t j = 0;
+  for (; j + kLanes <= n; j += kLanes) {
+    const V s = *reinterpret_cast<const VU*>(x + j) * scale;
+    *reinterpret_cast<VU*>(x + j) = s;
+    lane_max = lane_max < s ? s : lane_max;
+  }
+  float m = sink;
+  for (std::int64_t l = 0; l < kLanes; ++l) m = std::max(m, lane_max[l]);
+  for (; j < n; ++j) {
+    x[j] *= scale;
+    m = std::max(m, x[j]);
+  }
+  float denom = 0.0f;
+  for (j = 0; j < n; ++j) {
+    x[j] = std::exp(x[j] - m);
+    denom += x[j];
+  }
+  denom += std::exp(sink - m);
+  for (j = 0; j < n; ++j) x[j] /= denom;
 }
 
 void transpose_rows(const float* const* rows, std::int64_t n, std::int64_t dim, float* kt, std::int64_t ld) {

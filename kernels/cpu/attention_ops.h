@@ -19,6 +19,10 @@ void transposed_scores(const float* q, std::int64_t heads, std::int64_t q_stride
 void weighted_rows(const float* p, std::int64_t heads, std::int64_t p_stride, const float* const* rows, std::int64_t n,
                    std::int64_t dim, float* out, std::int64_t out_stride);
 
+// In place: x[j] <- exp(s_j - m) / (Σ_j exp(s_j - m) + exp(sink - m)), s_j = scale · x[j],
+// m = max(sink, max_j s_j); the sum runs in j order, each exp is std::exp.
+void softmax_with_sink(float* x, std::int64_t n, float scale, float sink);
+
 // kt[d·ld + j] = rows[j][d] for j < n, d < dim (ld >= n).
 void transpose_rows(const float* const* rows, std::int64_t n, std::int64_t dim, float* kt, std::int64_t ld);
 

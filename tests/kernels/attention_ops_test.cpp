@@ -2,6 +2,7 @@
 
 #include <catch2/catch.hpp>
 
+#include <algorithm>
 #include <cfloat>
 #include <cmath>
 #include <cstring>
@@ -161,6 +162,35 @@ TEST_CASE("a weighted sum depends only on its weights and rows, not on the heads
           INFO("h " << h0 + h << " d " << d);
           CHECK(same_bits(part[static_cast<size_t>(h * dim + d)], all[static_cast<size_t>((h0 + h) * dim + d)]));
         }
+      }
+    }
+  }
+}
+
+TEST_CASE("softmax_with_sink is the plain scalar softmax, bit for bit", "[kernels]") {
+  for (int64_t n : {0, 1, 5, 15, 16, 17, 31, 32, 100, 144}) {
+    for (float sink : {-30.0f, 0.0f, 2.5f, 40.0f}) {
+      std::vector<float> x(static_cast<size_t>(n));
+      for (int64_t j = 0; j < n; ++j) x[static_cast<size_t>(j)] = value(j, 0.9, 25.0);
+      const float scale = 0.125f;
+      // The reference: scale, max with the sink, exp, the sum in order with the sink's term last.
+      std::vector<float> expected = x;
+      float m = sink;
+      for (float& v : expected) {
+        v *= scale;
+        m = std::max(m, v);
+      }
+      float denom = 0.0f;
+      for (float& v : expected) {
+        v = std::exp(v - m);
+        denom += v;
+      }
+      denom += std::exp(sink - m);
+      for (float& v : expected) v /= denom;
+      softmax_with_sink(x.data(), n, scale, sink);
+      for (int64_t j = 0; j < n; ++j) {
+        INFO("n " << n << " sink " << sink << " j " << j);
+        CHECK(same_bits(x[static_cast<size_t>(j)], expected[static_cast<size_t>(j)]));
       }
     }
   }
