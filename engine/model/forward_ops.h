@@ -30,14 +30,34 @@ inline void rms_norm_rows(std::vector<float>& x, int64_t rows, int64_t n, const 
 
 inline float dot(const float* a, const float* b, int64_t n) { return kernels::cpu::dot(a, b, n); }
 
-// The k best of `scores` (higher first, ties to the lower index), as indices in that order.
+// The k best of `scores` (higher first, ties to the lower index), as indices in that order. The
+// order is total, so the answer is unique: small k keeps a sorted list of the best so far (one
+// compare for most entries), larger k selects then sorts.
 inline std::vector<int32_t> top_k(const float* scores, int64_t n, int64_t k) {
-  std::vector<int32_t> order(static_cast<size_t>(n));
-  std::iota(order.begin(), order.end(), 0);
   auto better = [&](int32_t a, int32_t b) { return scores[a] > scores[b] || (scores[a] == scores[b] && a < b); };
-  k = std::min(k, n);
-  std::partial_sort(order.begin(), order.begin() + k, order.end(), better);
-  return std::vector<int32_t>(order.begin(), order.begin() + k);  // not the whole candidate range's capacity
+  k = std::max<int64_t>(0, std::min(k, n));
+  std::vector<int32_t> best;
+  if (k <= 32) {
+    best.reserve(static_cast<size_t>(k));
+    for (int32_t i = 0; i < static_cast<int32_t>(n); ++i) {
+      if (static_cast<int64_t>(best.size()) == k) {
+        if (k == 0 || !better(i, best.back())) continue;
+        best.pop_back();
+      }
+      size_t p = best.size();
+      best.push_back(i);
+      for (; p > 0 && better(i, best[p - 1]); --p) best[p] = best[p - 1];
+      best[p] = i;
+    }
+    return best;
+  }
+  best.resize(static_cast<size_t>(n));
+  std::iota(best.begin(), best.end(), 0);
+  std::nth_element(best.begin(), best.begin() + (k - 1), best.end(), better);
+  best.resize(static_cast<size_t>(k));
+  std::sort(best.begin(), best.end(), better);
+  best.shrink_to_fit();  // not the whole candidate range's capacity
+  return best;
 }
 
 }  // namespace hippo::engine::ops
