@@ -76,6 +76,7 @@ class ForwardPass {
   std::vector<float> streams_;       // [rows, hc, d]
   std::vector<float> pre_mix_;       // [rows, hc]: the collapse weights for the next site
   std::vector<Shared> shared_;       // per segment
+  std::vector<float> index_dots_;    // the indexer's query-key dots, kept across layers
 };
 
 }  // namespace hippo::engine

@@ -50,7 +50,7 @@ void ForwardPass::index(const LayerWeights& lw, const std::vector<float>& u, con
     keys.rows = T;
     keys.cols = idh;
     const int64_t rows_per_block = std::max<int64_t>(1, (int64_t{1} << 22) / (hI * T));  // <= 16 MB of dots
-    std::vector<float> dots;
+    std::vector<float>& dots = index_dots_;
     for (int64_t i0 = 0; i0 < n; i0 += rows_per_block) {
       const int64_t i1 = std::min(n, i0 + rows_per_block);
       dots.resize(static_cast<size_t>((i1 - i0) * hI * T));
@@ -62,17 +62,13 @@ void ForwardPass::index(const LayerWeights& lw, const std::vector<float>& u, con
           const int64_t r = seg.row0 + i;
           const float* row_dots = &dots[static_cast<size_t>((i - i0) * hI * T)];
           const int64_t visible = std::min(T, (positions_[static_cast<size_t>(r)] + 1) / ratio);
-          for (int64_t w = 0; w < T; ++w) {
-            if (w >= visible) {
-              scores[static_cast<size_t>(w)] = kNegInf;
-              continue;
-            }
-            float total = 0.0f;
-            for (int64_t h = 0; h < hI; ++h) {
-              const float score = std::max(row_dots[h * T + w], 0.0f) * softmax_scale;
-              total += score * weights[static_cast<size_t>(r * hI + h)];
-            }
-            scores[static_cast<size_t>(w)] = total;
+          // Σ_h relu(dot)·scale·w_h from 0 in h order per key, keys side by side.
+          std::fill(scores.begin(), scores.begin() + visible, 0.0f);
+          std::fill(scores.begin() + visible, scores.end(), kNegInf);
+          for (int64_t h = 0; h < hI; ++h) {
+            const float weight = weights[static_cast<size_t>(r * hI + h)];
+            const float* head_dots = row_dots + h * T;
+            for (int64_t w = 0; w < visible; ++w) scores[static_cast<size_t>(w)] += std::max(head_dots[w], 0.0f) * softmax_scale * weight;
           }
           if (role.candidate_source) {
             for (int64_t b = 0; b < n_blocks; ++b) {
