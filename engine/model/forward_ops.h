@@ -38,16 +38,21 @@ inline std::vector<int32_t> top_k(const float* scores, int64_t n, int64_t k) {
   k = std::max<int64_t>(0, std::min(k, n));
   std::vector<int32_t> best;
   if (k <= 32) {
+    if (k == 0) return best;
     best.reserve(static_cast<size_t>(k));
+    // Once k are held, entry i (after all of them) is better than the k-th only with a higher score.
+    float kth = 0.0f;
     for (int32_t i = 0; i < static_cast<int32_t>(n); ++i) {
-      if (static_cast<int64_t>(best.size()) == k) {
-        if (k == 0 || !better(i, best.back())) continue;
+      const bool full = static_cast<int64_t>(best.size()) == k;
+      if (full) {
+        if (!(scores[i] > kth)) continue;
         best.pop_back();
       }
       size_t p = best.size();
       best.push_back(i);
       for (; p > 0 && better(i, best[p - 1]); --p) best[p] = best[p - 1];
       best[p] = i;
+      if (static_cast<int64_t>(best.size()) == k) kth = scores[best.back()];
     }
     return best;
   }
