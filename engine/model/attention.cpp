@@ -161,10 +161,7 @@ void ForwardPass::attend(const LayerWeights& lw, const std::vector<float>& q, co
                                           &probs[static_cast<size_t>(n_window)], stride);
         }
         const int64_t n_attended = n_window + n_selected;
-        for (int64_t h = 0; h < H; ++h) {
-          kernels::cpu::softmax_with_sink(&probs[static_cast<size_t>(h * stride)], n_attended, scaling,
-                                          lw.attn_sink[static_cast<size_t>(h)]);
-        }
+        kernels::cpu::softmax_with_sink(probs.data(), H, stride, n_attended, scaling, lw.attn_sink.data());
         kernels::cpu::weighted_rows(probs.data(), H, stride, rows.data(), n_attended, D, &out[static_cast<size_t>(r * H * D)], D);
       }
     });

@@ -128,6 +128,60 @@ template <int HB>
   }
 }
 
+// glibc's expf (sysdeps/ieee754/flt-32/e_expf.c, glibc 2.28 and later) for 8 floats in double
+// lanes, with its table, constants and steps: k = round(x·32/ln2), r = x·32/ln2 - k,
+// exp(x) = 2^(k/32) · (1 + C2 r + (C0 r + C1) r²), rounded once to float. With -ffp-contract=fast
+// the multiply-adds fuse exactly where glibc's FMA build fuses them (and nowhere without FMA, as
+// its generic build), so each result has std::exp's bits. |x| >= 88, infinities and NaN take
+// std::exp itself.
+constexpr std::int64_t kExpLanes = 8;
+using D8 = double __attribute__((vector_size(64)));
+using U8 = std::uint64_t __attribute__((vector_size(64)));
+using F8 = float __attribute__((vector_size(32)));
+using I8 = std::int32_t __attribute__((vector_size(32)));
+
+constexpr std::uint64_t kExp2Table[32] = {
+    0x3ff0000000000000, 0x3fefd9b0d3158574, 0x3fefb5586cf9890f, 0x3fef9301d0125b51, 0x3fef72b83c7d517b,
+    0x3fef54873168b9aa, 0x3fef387a6e756238, 0x3fef1e9df51fdee1, 0x3fef06fe0a31b715, 0x3feef1a7373aa9cb,
+    0x3feedea64c123422, 0x3feece086061892d, 0x3feebfdad5362a27, 0x3feeb42b569d4f82, 0x3feeab07dd485429,
+    0x3feea47eb03a5585, 0x3feea09e667f3bcd, 0x3fee9f75e8ec5f74, 0x3feea11473eb0187, 0x3feea589994cce13,
+    0x3feeace5422aa0db, 0x3feeb737b0cdc5e5, 0x3feec49182a3f090, 0x3feed503b23e255d, 0x3feee89f995ad3ad,
+    0x3feeff76f2fb5e47, 0x3fef199bdd85529c, 0x3fef3720dcef9069, 0x3fef5818dcfba487, 0x3fef7c97337b9b5f,
+    0x3fefa4afa2a490da, 0x3fefd0765b6e4540};
+constexpr double kInvLn2N = 0x1.71547652b82fep+5;  // 32 / ln 2
+constexpr double kShift = 0x1.8p+52;               // adding it rounds to an integer, ties to even
+constexpr double kC0 = 0x1.c6af84b912394p-20, kC1 = 0x1.ebfce50fac4f3p-13, kC2 = 0x1.62e42ff0c52d6p-6;
+
+[[gnu::always_inline]] inline void exp8(const float* in, float* out) {
+  F8 x;
+  std::memcpy(&x, in, sizeof x);
+  const D8 xd = __builtin_convertvector(x, D8);
+  const D8 z = kInvLn2N * xd;
+  D8 kd = z + kShift;
+  U8 ki;
+  std::memcpy(&ki, &kd, sizeof ki);
+  kd -= kShift;
+  const D8 r = z - kd;
+  U8 t;
+  for (int l = 0; l < kExpLanes; ++l) t[l] = kExp2Table[ki[l] % 32];
+  t += ki << 47;
+  D8 s;
+  std::memcpy(&s, &t, sizeof s);
+  const D8 p = kC0 * r + kC1;
+  const D8 r2 = r * r;
+  D8 q = kC2 * r + 1.0;
+  q = p * r2 + q;
+  q = q * s;
+  const F8 result = __builtin_convertvector(q, F8);
+  I8 bits;
+  std::memcpy(&bits, &x, sizeof bits);
+  const I8 large = ((bits >> 20) & 0x7ff) >= 0x42b;  // top12(88.0f): glibc's special-case test
+  std::memcpy(out, &result, sizeof result);
+  for (int l = 0; l < kExpLanes; ++l) {
+    if (large[l]) out[l] = std::exp(x[l]);
+  }
+}
+
 }  // namespace
 
 __attribute__((target_clones("arch=x86-64-v4", "arch=x86-64-v3", "default"))) void transposed_scores(
@@ -151,30 +205,68 @@ __attribute__((target_clones("arch=x86-64-v4", "arch=x86-64-v3", "default"))) vo
   for (; h < heads; ++h) sum_heads<1>(p + h * p_stride, p_stride, rows, n, dim, out + h * out_stride, out_stride);
 }
 
+__attribute__((target_clones("arch=x86-64-v4", "arch=x86-64-v3", "default"))) void exp_floats(
+    const float* x, float* y, std::int64_t n) {
+  std::int64_t i = 0;
+  for (; i + kExpLanes <= n; i += kExpLanes) exp8(x + i, y + i);
+  if (i < n) {
+    float pad[kExpLanes] = {};
+    std::memcpy(pad, x + i, static_cast<std::size_t>(n - i) * sizeof(float));
+    exp8(pad, pad);
+    std::memcpy(y + i, pad, static_cast<std::size_t>(n - i) * sizeof(float));
+  }
+}
+
 __attribute__((target_clones("arch=x86-64-v4", "arch=x86-64-v3", "default"))) void softmax_with_sink(
-    float* x, std::int64_t n, float scale, float sink) {
-  // The maximum is the same whatever order finds it (a -0/+0 choice cannot change s_j - m).
-  V lane_max;
-  for (std::int64_t l = 0; l < kLanes; ++l) lane_max[l] = sink;
-  std::int64_t j = 0;
-  for (; j + kLanes <= n; j += kLanes) {
-    const V s = *reinterpret_cast<const VU*>(x + j) * scale;
-    *reinterpret_cast<VU*>(x + j) = s;
-    lane_max = lane_max < s ? s : lane_max;
+    float* x, std::int64_t heads, std::int64_t stride, std::int64_t n, float scale, const float* sinks) {
+  constexpr std::int64_t kHeads = 8;  // heads whose sums advance together
+  for (std::int64_t h0 = 0; h0 < heads; h0 += kHeads) {
+    const std::int64_t nh = std::min(kHeads, heads - h0);
+    static_assert(kHeads <= kExpLanes, "the sink terms take one exp8");
+    float denom[kHeads] = {}, sink_term[kExpLanes] = {};
+    for (std::int64_t h = 0; h < nh; ++h) {
+      float* row = x + (h0 + h) * stride;
+      const float sink = sinks[h0 + h];
+      // The maximum is the same whatever order finds it (a -0/+0 choice cannot change s_j - m).
+      V lane_max;
+      for (std::int64_t l = 0; l < kLanes; ++l) lane_max[l] = sink;
+      std::int64_t j = 0;
+      for (; j + kLanes <= n; j += kLanes) {
+        const V s = *reinterpret_cast<const VU*>(row + j) * scale;
+        *reinterpret_cast<VU*>(row + j) = s;
+        lane_max = lane_max < s ? s : lane_max;
+      }
+      float mh = sink;
+      for (std::int64_t l = 0; l < kLanes; ++l) mh = std::max(mh, lane_max[l]);
+      for (; j < n; ++j) {
+        row[j] *= scale;
+        mh = std::max(mh, row[j]);
+      }
+      sink_term[h] = sink - mh;
+      // exp(s_j - m), 8 at a time; the last partial group through a zero-padded copy.
+      for (j = 0; j + kExpLanes <= n; j += kExpLanes) {
+        float diff[kExpLanes];
+        for (std::int64_t l = 0; l < kExpLanes; ++l) diff[l] = row[j + l] - mh;
+        exp8(diff, row + j);
+      }
+      if (j < n) {
+        float diff[kExpLanes] = {};
+        for (std::int64_t l = 0; l < n - j; ++l) diff[l] = row[j + l] - mh;
+        exp8(diff, diff);
+        std::memcpy(row + j, diff, static_cast<std::size_t>(n - j) * sizeof(float));
+      }
+    }
+    exp8(sink_term, sink_term);
+    // Each head's sum in j order, the heads' chains interleaved.
+    for (std::int64_t j = 0; j < n; ++j) {
+      for (std::int64_t h = 0; h < nh; ++h) denom[h] += x[(h0 + h) * stride + j];
+    }
+    for (std::int64_t h = 0; h < nh; ++h) {
+      const float d = denom[h] + sink_term[h];
+      float* row = x + (h0 + h) * stride;
+      for (std::int64_t j = 0; j < n; ++j) row[j] /= d;
+    }
   }
-  float m = sink;
-  for (std::int64_t l = 0; l < kLanes; ++l) m = std::max(m, lane_max[l]);
-  for (; j < n; ++j) {
-    x[j] *= scale;
-    m = std::max(m, x[j]);
-  }
-  float denom = 0.0f;
-  for (j = 0; j < n; ++j) {
-    x[j] = std::exp(x[j] - m);
-    denom += x[j];
-  }
-  denom += std::exp(sink - m);
-  for (j = 0; j < n; ++j) x[j] /= denom;
 }
 
 void transpose_rows(const float* const* rows, std::int64_t n, std::int64_t dim, float* kt, std::int64_t ld) {

@@ -19,9 +19,15 @@ void transposed_scores(const float* q, std::int64_t heads, std::int64_t q_stride
 void weighted_rows(const float* p, std::int64_t heads, std::int64_t p_stride, const float* const* rows, std::int64_t n,
                    std::int64_t dim, float* out, std::int64_t out_stride);
 
-// In place: x[j] <- exp(s_j - m) / (Σ_j exp(s_j - m) + exp(sink - m)), s_j = scale · x[j],
-// m = max(sink, max_j s_j); the sum runs in j order, each exp is std::exp.
-void softmax_with_sink(float* x, std::int64_t n, float scale, float sink);
+// y[i] = exp(x[i]) with std::exp's bits on glibc 2.28 and later (its expf algorithm, table and
+// rounding steps, 8 at a time); x and y may be the same array.
+void exp_floats(const float* x, float* y, std::int64_t n);
+
+// In place for each head h < heads, over x[h·stride + j], j < n:
+//   x <- exp(s_j - m) / (Σ_j exp(s_j - m) + exp(sink_h - m)),  s_j = scale · x,  m = max(sink_h, max_j s_j),
+// the sum in j order, each exp as exp_floats (so std::exp's value).
+void softmax_with_sink(float* x, std::int64_t heads, std::int64_t stride, std::int64_t n, float scale,
+                       const float* sinks);
 
 // kt[d·ld + j] = rows[j][d] for j < n, d < dim (ld >= n).
 void transpose_rows(const float* const* rows, std::int64_t n, std::int64_t dim, float* kt, std::int64_t ld);

@@ -167,30 +167,68 @@ TEST_CASE("a weighted sum depends only on its weights and rows, not on the heads
   }
 }
 
+TEST_CASE("exp_floats gives std::exp's bits", "[kernels]") {
+  // Every 4099th bit pattern (all signs, exponents, NaNs and infinities), then every float in short
+  // ranges around glibc's special cases and the softmax's usual arguments.
+  std::vector<float> x;
+  for (uint64_t bits = 0; bits <= 0xFFFFFFFFu; bits += 4099) {
+    float v;
+    const auto b32 = static_cast<uint32_t>(bits);
+    std::memcpy(&v, &b32, sizeof v);
+    x.push_back(v);
+  }
+  for (float lo : {-104.0f, -88.5f, -20.0f, -1.0f, 88.0f}) {
+    for (float v = lo, end = lo + 0.25f; v < end; v = std::nextafter(v, 1e30f)) x.push_back(v);
+  }
+  std::vector<float> y(x.size());
+  exp_floats(x.data(), y.data(), static_cast<int64_t>(x.size()));
+  size_t mismatches = 0;
+  for (size_t i = 0; i < x.size(); ++i) {
+    const float expected = std::exp(x[i]);
+    if (!(same_bits(y[i], expected) || (std::isnan(y[i]) && std::isnan(expected)))) {
+      if (++mismatches <= 5) FAIL_CHECK("exp(" << x[i] << ") = " << y[i] << ", std::exp " << expected);
+    }
+  }
+  CHECK(mismatches == 0);
+  for (int64_t n : {1, 7, 9}) {  // partial groups, in place
+    std::vector<float> z(x.begin() + 1000, x.begin() + 1000 + n);
+    exp_floats(z.data(), z.data(), n);
+    for (int64_t i = 0; i < n; ++i) CHECK(same_bits(z[static_cast<size_t>(i)], y[static_cast<size_t>(1000 + i)]));
+  }
+}
+
 TEST_CASE("softmax_with_sink is the plain scalar softmax, bit for bit", "[kernels]") {
-  for (int64_t n : {0, 1, 5, 15, 16, 17, 31, 32, 100, 144}) {
-    for (float sink : {-30.0f, 0.0f, 2.5f, 40.0f}) {
-      std::vector<float> x(static_cast<size_t>(n));
-      for (int64_t j = 0; j < n; ++j) x[static_cast<size_t>(j)] = value(j, 0.9, 25.0);
+  for (int64_t heads : {1, 3, 4, 9}) {
+    for (int64_t n : {0, 1, 5, 15, 16, 17, 31, 32, 100, 144}) {
+      const int64_t stride = n + 3;
+      std::vector<float> x(static_cast<size_t>(heads * stride), 123.0f), sinks;
+      for (int64_t h = 0; h < heads; ++h) {
+        sinks.push_back(std::vector<float>{-30.0f, 0.0f, 2.5f, 40.0f}[static_cast<size_t>(h % 4)]);
+        for (int64_t j = 0; j < n; ++j) x[static_cast<size_t>(h * stride + j)] = value(j + 7 * h, 0.9, 25.0 + 30.0 * static_cast<double>(h));
+      }
       const float scale = 0.125f;
-      // The reference: scale, max with the sink, exp, the sum in order with the sink's term last.
       std::vector<float> expected = x;
-      float m = sink;
-      for (float& v : expected) {
-        v *= scale;
-        m = std::max(m, v);
+      for (int64_t h = 0; h < heads; ++h) {
+        // The reference: scale, max with the sink, exp, the sum in order with the sink's term last.
+        float* e = &expected[static_cast<size_t>(h * stride)];
+        const float sink = sinks[static_cast<size_t>(h)];
+        float m = sink;
+        for (int64_t j = 0; j < n; ++j) {
+          e[j] *= scale;
+          m = std::max(m, e[j]);
+        }
+        float denom = 0.0f;
+        for (int64_t j = 0; j < n; ++j) {
+          e[j] = std::exp(e[j] - m);
+          denom += e[j];
+        }
+        denom += std::exp(sink - m);
+        for (int64_t j = 0; j < n; ++j) e[j] /= denom;
       }
-      float denom = 0.0f;
-      for (float& v : expected) {
-        v = std::exp(v - m);
-        denom += v;
-      }
-      denom += std::exp(sink - m);
-      for (float& v : expected) v /= denom;
-      softmax_with_sink(x.data(), n, scale, sink);
-      for (int64_t j = 0; j < n; ++j) {
-        INFO("n " << n << " sink " << sink << " j " << j);
-        CHECK(same_bits(x[static_cast<size_t>(j)], expected[static_cast<size_t>(j)]));
+      softmax_with_sink(x.data(), heads, stride, n, scale, sinks.data());
+      for (size_t i = 0; i < x.size(); ++i) {
+        INFO("heads " << heads << " n " << n << " element " << i);
+        CHECK(same_bits(x[i], expected[i]));  // including the untouched padding between heads
       }
     }
   }
