@@ -148,13 +148,19 @@ constexpr std::uint64_t kExp2Table[32] = {
     0x3feeace5422aa0db, 0x3feeb737b0cdc5e5, 0x3feec49182a3f090, 0x3feed503b23e255d, 0x3feee89f995ad3ad,
     0x3feeff76f2fb5e47, 0x3fef199bdd85529c, 0x3fef3720dcef9069, 0x3fef5818dcfba487, 0x3fef7c97337b9b5f,
     0x3fefa4afa2a490da, 0x3fefd0765b6e4540};
+constexpr U8 kExp2Low0 = {kExp2Table[0], kExp2Table[1], kExp2Table[2], kExp2Table[3],
+                          kExp2Table[4], kExp2Table[5], kExp2Table[6], kExp2Table[7]};
+constexpr U8 kExp2Low1 = {kExp2Table[8], kExp2Table[9], kExp2Table[10], kExp2Table[11],
+                          kExp2Table[12], kExp2Table[13], kExp2Table[14], kExp2Table[15]};
+constexpr U8 kExp2High0 = {kExp2Table[16], kExp2Table[17], kExp2Table[18], kExp2Table[19],
+                           kExp2Table[20], kExp2Table[21], kExp2Table[22], kExp2Table[23]};
+constexpr U8 kExp2High1 = {kExp2Table[24], kExp2Table[25], kExp2Table[26], kExp2Table[27],
+                           kExp2Table[28], kExp2Table[29], kExp2Table[30], kExp2Table[31]};
 constexpr double kInvLn2N = 0x1.71547652b82fep+5;  // 32 / ln 2
 constexpr double kShift = 0x1.8p+52;               // adding it rounds to an integer, ties to even
 constexpr double kC0 = 0x1.c6af84b912394p-20, kC1 = 0x1.ebfce50fac4f3p-13, kC2 = 0x1.62e42ff0c52d6p-6;
 
-[[gnu::always_inline]] inline void exp8(const float* in, float* out) {
-  F8 x;
-  std::memcpy(&x, in, sizeof x);
+[[gnu::always_inline]] inline void exp8(const F8& x, float* out) {
   const D8 xd = __builtin_convertvector(x, D8);
   const D8 z = kInvLn2N * xd;
   D8 kd = z + kShift;
@@ -162,8 +168,9 @@ constexpr double kC0 = 0x1.c6af84b912394p-20, kC1 = 0x1.ebfce50fac4f3p-13, kC2 =
   std::memcpy(&ki, &kd, sizeof ki);
   kd -= kShift;
   const D8 r = z - kd;
-  U8 t;
-  for (int l = 0; l < kExpLanes; ++l) t[l] = kExp2Table[ki[l] % 32];
+  // T[ki % 32]: two 16-entry permutes, then bit 4 picks one.
+  const U8 low = __builtin_shuffle(kExp2Low0, kExp2Low1, ki), high = __builtin_shuffle(kExp2High0, kExp2High1, ki);
+  U8 t = (ki & 16) != 0 ? high : low;
   t += ki << 47;
   D8 s;
   std::memcpy(&s, &t, sizeof s);
@@ -175,11 +182,28 @@ constexpr double kC0 = 0x1.c6af84b912394p-20, kC1 = 0x1.ebfce50fac4f3p-13, kC2 =
   const F8 result = __builtin_convertvector(q, F8);
   I8 bits;
   std::memcpy(&bits, &x, sizeof bits);
-  const I8 large = ((bits >> 20) & 0x7ff) >= 0x42b;  // top12(88.0f): glibc's special-case test
+  // glibc's special-case test, top12(x) & 0x7ff >= top12(88.0f): with the sign cleared, the bits
+  // compare as the magnitude does; the largest lane tells whether any needs std::exp.
+  const I8 magnitude = bits & 0x7FFFFFFF;
   std::memcpy(out, &result, sizeof result);
-  for (int l = 0; l < kExpLanes; ++l) {
-    if (large[l]) out[l] = std::exp(x[l]);
+  std::int32_t largest = 0;
+  for (int l = 0; l < kExpLanes; ++l) largest = std::max(largest, magnitude[l]);
+  if (largest >= 0x42B00000) {
+    for (int l = 0; l < kExpLanes; ++l) {
+      if (magnitude[l] >= 0x42B00000) out[l] = std::exp(x[l]);
+    }
   }
+}
+
+// sums[h] += Σ_{j < n} x[h·stride + j] in j order, for NH heads at once.
+template <int NH>
+[[gnu::always_inline]] inline void ordered_sums(const float* x, std::int64_t stride, std::int64_t n, float* sums) {
+  float acc[NH];
+  for (int h = 0; h < NH; ++h) acc[h] = sums[h];
+  for (std::int64_t j = 0; j < n; ++j) {
+    for (int h = 0; h < NH; ++h) acc[h] += x[h * stride + j];
+  }
+  for (int h = 0; h < NH; ++h) sums[h] = acc[h];
 }
 
 }  // namespace
@@ -208,11 +232,16 @@ __attribute__((target_clones("arch=x86-64-v4", "arch=x86-64-v3", "default"))) vo
 __attribute__((target_clones("arch=x86-64-v4", "arch=x86-64-v3", "default"))) void exp_floats(
     const float* x, float* y, std::int64_t n) {
   std::int64_t i = 0;
-  for (; i + kExpLanes <= n; i += kExpLanes) exp8(x + i, y + i);
+  F8 v;
+  for (; i + kExpLanes <= n; i += kExpLanes) {
+    std::memcpy(&v, x + i, sizeof v);
+    exp8(v, y + i);
+  }
   if (i < n) {
     float pad[kExpLanes] = {};
     std::memcpy(pad, x + i, static_cast<std::size_t>(n - i) * sizeof(float));
-    exp8(pad, pad);
+    std::memcpy(&v, pad, sizeof v);
+    exp8(v, pad);
     std::memcpy(y + i, pad, static_cast<std::size_t>(n - i) * sizeof(float));
   }
 }
@@ -244,23 +273,30 @@ __attribute__((target_clones("arch=x86-64-v4", "arch=x86-64-v3", "default"))) vo
       }
       sink_term[h] = sink - mh;
       // exp(s_j - m), 8 at a time; the last partial group through a zero-padded copy.
+      F8 diff;
       for (j = 0; j + kExpLanes <= n; j += kExpLanes) {
-        float diff[kExpLanes];
-        for (std::int64_t l = 0; l < kExpLanes; ++l) diff[l] = row[j + l] - mh;
-        exp8(diff, row + j);
+        std::memcpy(&diff, row + j, sizeof diff);
+        exp8(diff - mh, row + j);
       }
       if (j < n) {
-        float diff[kExpLanes] = {};
-        for (std::int64_t l = 0; l < n - j; ++l) diff[l] = row[j + l] - mh;
-        exp8(diff, diff);
-        std::memcpy(row + j, diff, static_cast<std::size_t>(n - j) * sizeof(float));
+        float pad[kExpLanes] = {};
+        for (std::int64_t l = 0; l < n - j; ++l) pad[l] = row[j + l] - mh;
+        std::memcpy(&diff, pad, sizeof diff);
+        exp8(diff, pad);
+        std::memcpy(row + j, pad, static_cast<std::size_t>(n - j) * sizeof(float));
       }
     }
-    exp8(sink_term, sink_term);
-    // Each head's sum in j order, the heads' chains interleaved.
-    for (std::int64_t j = 0; j < n; ++j) {
-      for (std::int64_t h = 0; h < nh; ++h) denom[h] += x[(h0 + h) * stride + j];
+    F8 sink_diff;
+    std::memcpy(&sink_diff, sink_term, sizeof sink_diff);
+    exp8(sink_diff, sink_term);
+    // Each head's sum in j order, the heads' chains interleaved in registers.
+    std::int64_t summed = 0;
+    if (nh == 8) {
+      ordered_sums<8>(x + h0 * stride, stride, n, denom);
+      summed = 8;
     }
+    for (; summed + 4 <= nh; summed += 4) ordered_sums<4>(x + (h0 + summed) * stride, stride, n, denom + summed);
+    for (; summed < nh; ++summed) ordered_sums<1>(x + (h0 + summed) * stride, stride, n, denom + summed);
     for (std::int64_t h = 0; h < nh; ++h) {
       const float d = denom[h] + sink_term[h];
       float* row = x + (h0 + h) * stride;
