@@ -7,7 +7,6 @@
 #include <cmath>
 #include <cstdint>
 #include <limits>
-#include <numeric>
 #include <vector>
 
 namespace hippo::engine::ops {
@@ -31,37 +30,26 @@ inline void rms_norm_rows(std::vector<float>& x, int64_t rows, int64_t n, const 
 inline float dot(const float* a, const float* b, int64_t n) { return kernels::cpu::dot(a, b, n); }
 
 // The k best of `scores` (higher first, ties to the lower index), as indices in that order. The
-// order is total, so the answer is unique: small k keeps a sorted list of the best so far (one
-// compare for most entries), larger k selects then sorts.
+// order is total, so the answer is unique: a heap holds the best k so far, its worst on top, and
+// entries come in index order, so a later entry displaces the worst only with a higher score.
 inline std::vector<int32_t> top_k(const float* scores, int64_t n, int64_t k) {
   auto better = [&](int32_t a, int32_t b) { return scores[a] > scores[b] || (scores[a] == scores[b] && a < b); };
   k = std::max<int64_t>(0, std::min(k, n));
   std::vector<int32_t> best;
-  if (k <= 32) {
-    if (k == 0) return best;
-    best.reserve(static_cast<size_t>(k));
-    // Once k are held, entry i (after all of them) is better than the k-th only with a higher score.
-    float kth = 0.0f;
-    for (int32_t i = 0; i < static_cast<int32_t>(n); ++i) {
-      const bool full = static_cast<int64_t>(best.size()) == k;
-      if (full) {
-        if (!(scores[i] > kth)) continue;
-        best.pop_back();
-      }
-      size_t p = best.size();
-      best.push_back(i);
-      for (; p > 0 && better(i, best[p - 1]); --p) best[p] = best[p - 1];
-      best[p] = i;
-      if (static_cast<int64_t>(best.size()) == k) kth = scores[best.back()];
-    }
-    return best;
+  best.reserve(static_cast<size_t>(k));
+  if (k == 0) return best;
+  int32_t i = 0;
+  for (; i < static_cast<int32_t>(k); ++i) best.push_back(i);
+  std::make_heap(best.begin(), best.end(), better);
+  float worst = scores[best.front()];
+  for (; i < static_cast<int32_t>(n); ++i) {
+    if (!(scores[i] > worst)) continue;
+    std::pop_heap(best.begin(), best.end(), better);
+    best.back() = i;
+    std::push_heap(best.begin(), best.end(), better);
+    worst = scores[best.front()];
   }
-  best.resize(static_cast<size_t>(n));
-  std::iota(best.begin(), best.end(), 0);
-  std::nth_element(best.begin(), best.begin() + (k - 1), best.end(), better);
-  best.resize(static_cast<size_t>(k));
-  std::sort(best.begin(), best.end(), better);
-  best.shrink_to_fit();  // not the whole candidate range's capacity
+  std::sort_heap(best.begin(), best.end(), better);
   return best;
 }
 

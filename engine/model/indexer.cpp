@@ -87,7 +87,8 @@ void ForwardPass::index(const LayerWeights& lw, const std::vector<float>& u, con
               if (!((keep[static_cast<size_t>(b / 64)] >> (b % 64)) & 1)) scores[static_cast<size_t>(w)] = kNegInf;
             }
           }
-          std::vector<int32_t> picked = top_k(scores.data(), T, t_.index_topk);
+          // Keys past `visible` score -inf, and -inf picks are dropped: the visible ones suffice.
+          std::vector<int32_t> picked = top_k(scores.data(), visible, t_.index_topk);
           std::erase_if(picked, [&](int32_t w) { return scores[static_cast<size_t>(w)] == kNegInf; });
           std::sort(picked.begin(), picked.end());
           selection[static_cast<size_t>(i)] = std::move(picked);
