@@ -75,10 +75,9 @@ template <int HB>
   V acc[HB][1] = {};
   for (std::int64_t d0 = 0; d0 < dim; d0 += kSlab) {
     const std::int64_t len = std::min(kSlab, dim - d0);
-    for (std::int64_t d = 0; d < len; ++d) {
-      float* row = pad + d * kLanes;
-      std::memcpy(row, kt + (d0 + d) * ld, static_cast<std::size_t>(n) * sizeof(float));
-      std::fill(row + n, row + kLanes, 0.0f);
+    for (std::int64_t d = 0; d < len; ++d) {  // element by element: no library call per row
+      const float* src = kt + (d0 + d) * ld;
+      for (std::int64_t l = 0; l < kLanes; ++l) pad[d * kLanes + l] = l < n ? src[l] : 0.0f;
     }
     score_tile<HB, 1>(q + d0, q_stride, pad, kLanes, len, acc);
   }
