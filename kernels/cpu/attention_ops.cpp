@@ -205,6 +205,40 @@ template <int NH>
   for (int h = 0; h < NH; ++h) sums[h] = acc[h];
 }
 
+// Transposes a 16 x 16 tile held as 16 row vectors: for each index bit b, rows i and i + b (bit b of
+// i clear) exchange the elements whose column has bit b set with the other's elements whose column has
+// it clear, which swaps bit b of the row and the column index; after the four bits, (r, c) -> (c, r).
+using M16 = std::int32_t __attribute__((vector_size(64)));
+template <int B>
+[[gnu::always_inline]] inline void transpose16_step(V (&t)[kLanes]) {
+  constexpr M16 kKeep = {(0 & B) ? 16 + 0 - B : 0,    (1 & B) ? 16 + 1 - B : 1,    (2 & B) ? 16 + 2 - B : 2,
+                         (3 & B) ? 16 + 3 - B : 3,    (4 & B) ? 16 + 4 - B : 4,    (5 & B) ? 16 + 5 - B : 5,
+                         (6 & B) ? 16 + 6 - B : 6,    (7 & B) ? 16 + 7 - B : 7,    (8 & B) ? 16 + 8 - B : 8,
+                         (9 & B) ? 16 + 9 - B : 9,    (10 & B) ? 16 + 10 - B : 10, (11 & B) ? 16 + 11 - B : 11,
+                         (12 & B) ? 16 + 12 - B : 12, (13 & B) ? 16 + 13 - B : 13, (14 & B) ? 16 + 14 - B : 14,
+                         (15 & B) ? 16 + 15 - B : 15};
+  constexpr M16 kTake = {(0 & B) ? 16 + 0 : 0 + B,    (1 & B) ? 16 + 1 : 1 + B,    (2 & B) ? 16 + 2 : 2 + B,
+                         (3 & B) ? 16 + 3 : 3 + B,    (4 & B) ? 16 + 4 : 4 + B,    (5 & B) ? 16 + 5 : 5 + B,
+                         (6 & B) ? 16 + 6 : 6 + B,    (7 & B) ? 16 + 7 : 7 + B,    (8 & B) ? 16 + 8 : 8 + B,
+                         (9 & B) ? 16 + 9 : 9 + B,    (10 & B) ? 16 + 10 : 10 + B, (11 & B) ? 16 + 11 : 11 + B,
+                         (12 & B) ? 16 + 12 : 12 + B, (13 & B) ? 16 + 13 : 13 + B, (14 & B) ? 16 + 14 : 14 + B,
+                         (15 & B) ? 16 + 15 : 15 + B};
+  for (int i = 0; i < kLanes; ++i) {
+    if (i & B) continue;
+    const V low = __builtin_shuffle(t[i], t[i + B], kKeep);
+    const V high = __builtin_shuffle(t[i], t[i + B], kTake);
+    t[i] = low;
+    t[i + B] = high;
+  }
+}
+
+[[gnu::always_inline]] inline void transpose16(V (&t)[kLanes]) {
+  transpose16_step<8>(t);
+  transpose16_step<4>(t);
+  transpose16_step<2>(t);
+  transpose16_step<1>(t);
+}
+
 }  // namespace
 
 __attribute__((target_clones("arch=x86-64-v4", "arch=x86-64-v3", "default"))) void transposed_scores(
@@ -304,14 +338,23 @@ __attribute__((target_clones("arch=x86-64-v4", "arch=x86-64-v3", "default"))) vo
   }
 }
 
-void transpose_rows(const float* const* rows, std::int64_t n, std::int64_t dim, float* kt, std::int64_t ld) {
-  constexpr std::int64_t kBlock = 16;  // rows per pass: 16 read streams, contiguous writes
-  for (std::int64_t j0 = 0; j0 < n; j0 += kBlock) {
-    const std::int64_t j1 = std::min(n, j0 + kBlock);
-    for (std::int64_t d = 0; d < dim; ++d) {
-      float* out = kt + d * ld;
-      for (std::int64_t j = j0; j < j1; ++j) out[j] = rows[j][d];
+__attribute__((target_clones("arch=x86-64-v4", "arch=x86-64-v3", "default"))) void transpose_rows(
+    const float* const* rows, std::int64_t n, std::int64_t dim, float* kt, std::int64_t ld) {
+  std::int64_t j0 = 0;
+  for (; j0 + kLanes <= n; j0 += kLanes) {  // 16 x 16 tiles in registers
+    std::int64_t d0 = 0;
+    for (; d0 + kLanes <= dim; d0 += kLanes) {
+      V tile[kLanes];
+      for (std::int64_t i = 0; i < kLanes; ++i) tile[i] = *reinterpret_cast<const VU*>(rows[j0 + i] + d0);
+      transpose16(tile);
+      for (std::int64_t i = 0; i < kLanes; ++i) *reinterpret_cast<VU*>(kt + (d0 + i) * ld + j0) = tile[i];
     }
+    for (std::int64_t d = d0; d < dim; ++d) {
+      for (std::int64_t j = j0; j < j0 + kLanes; ++j) kt[d * ld + j] = rows[j][d];
+    }
+  }
+  for (std::int64_t d = 0; d < dim; ++d) {
+    for (std::int64_t j = j0; j < n; ++j) kt[d * ld + j] = rows[j][d];
   }
 }
 

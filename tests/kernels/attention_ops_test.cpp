@@ -3,6 +3,7 @@
 #include <catch2/catch.hpp>
 
 #include <algorithm>
+#include <array>
 #include <cfloat>
 #include <cmath>
 #include <cstring>
@@ -37,11 +38,14 @@ struct Keys {
 };
 
 TEST_CASE("transpose_rows puts row j in column j and leaves the rest", "[kernels]") {
-  Keys keys(37, 19, 40);
-  for (int64_t d = 0; d < 19; ++d) {
-    for (int64_t j = 0; j < 40; ++j) {
-      const float got = keys.kt[static_cast<size_t>(d * 40 + j)];
-      CHECK(got == (j < 37 ? keys.at(j, d) : -7.0f));
+  for (auto [n, dim, ld] : {std::array<int64_t, 3>{37, 19, 40}, {48, 64, 53}, {16, 16, 16}, {5, 70, 5}, {0, 8, 1}}) {
+    Keys keys(n, dim, ld);
+    for (int64_t d = 0; d < dim; ++d) {
+      for (int64_t j = 0; j < ld; ++j) {
+        INFO("n " << n << " dim " << dim << " d " << d << " j " << j);
+        const float got = keys.kt[static_cast<size_t>(d * ld + j)];
+        CHECK(got == (j < n ? keys.at(j, d) : -7.0f));
+      }
     }
   }
 }
