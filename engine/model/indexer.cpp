@@ -42,32 +42,34 @@ void ForwardPass::index(const LayerWeights& lw, const std::vector<float>& u, con
     std::vector<std::vector<uint64_t>> candidates;
     if (role.candidate_source) candidates.assign(static_cast<size_t>(n), std::vector<uint64_t>(static_cast<size_t>(words), 0));
 
-    // Per-head dot products of a block of query rows with every key: one GEMM (keys as the weight
-    // matrix, whose rows the kernel computes independently of the batch), then per-row scoring.
+    // Per-head dot products of a block of query rows with the keys its last row can see (the others
+    // see fewer): one GEMM (keys as the weight matrix, each output depending only on its query and
+    // key, linear.h), then per-row scoring.
     kernels::WeightView keys;
     keys.format = kernels::WeightFormat::kF32;
     keys.data = shared.index.data();
-    keys.rows = T;
     keys.cols = idh;
     const int64_t rows_per_block = std::max<int64_t>(1, (int64_t{1} << 22) / (hI * T));  // <= 16 MB of dots
     std::vector<float>& dots = index_dots_;
     for (int64_t i0 = 0; i0 < n; i0 += rows_per_block) {
       const int64_t i1 = std::min(n, i0 + rows_per_block);
-      dots.resize(static_cast<size_t>((i1 - i0) * hI * T));
-      linear(&q[static_cast<size_t>((seg.row0 + i0) * hI * idh)], (i1 - i0) * hI, keys, dots.data());
+      const int64_t seen = std::min(T, (positions_[static_cast<size_t>(seg.row0 + i1 - 1)] + 1) / ratio);
+      keys.rows = seen;
+      dots.resize(static_cast<size_t>((i1 - i0) * hI * seen));
+      if (seen > 0) linear(&q[static_cast<size_t>((seg.row0 + i0) * hI * idh)], (i1 - i0) * hI, keys, dots.data());
       model_.pool_->parallel_for(i1 - i0, [&](int64_t begin, int64_t end) {
         std::vector<float> scores(static_cast<size_t>(T));
         std::vector<float> block_scores(static_cast<size_t>(n_blocks));
         for (int64_t i = i0 + begin; i < i0 + end; ++i) {
           const int64_t r = seg.row0 + i;
-          const float* row_dots = &dots[static_cast<size_t>((i - i0) * hI * T)];
+          const float* row_dots = dots.data() + (i - i0) * hI * seen;
           const int64_t visible = std::min(T, (positions_[static_cast<size_t>(r)] + 1) / ratio);
           // Σ_h relu(dot)·scale·w_h from 0 in h order per key, keys side by side.
           std::fill(scores.begin(), scores.begin() + visible, 0.0f);
           std::fill(scores.begin() + visible, scores.end(), kNegInf);
           for (int64_t h = 0; h < hI; ++h) {
             const float weight = weights[static_cast<size_t>(r * hI + h)];
-            const float* head_dots = row_dots + h * T;
+            const float* head_dots = row_dots + h * seen;
             for (int64_t w = 0; w < visible; ++w) scores[static_cast<size_t>(w)] += std::max(head_dots[w], 0.0f) * softmax_scale * weight;
           }
           if (role.candidate_source) {
