@@ -49,7 +49,9 @@ void ForwardPass::index(const LayerWeights& lw, const std::vector<float>& u, con
     keys.format = kernels::WeightFormat::kF32;
     keys.data = shared.index.data();
     keys.cols = idh;
-    const int64_t rows_per_block = std::max<int64_t>(1, (int64_t{1} << 22) / (hI * T));  // <= 16 MB of dots
+    // At most 16 MB of dots and at most 32 query rows per block, so that its rows see nearly as many
+    // keys as its last one.
+    const int64_t rows_per_block = std::clamp<int64_t>((int64_t{1} << 22) / (hI * T), 1, 32);
     std::vector<float>& dots = index_dots_;
     for (int64_t i0 = 0; i0 < n; i0 += rows_per_block) {
       const int64_t i1 = std::min(n, i0 + rows_per_block);
