@@ -3,8 +3,10 @@
 
 #include "engine/model/forward_ops.h"
 #include "engine/model/kv_formats.h"
+#include "kernels/cpu/attention_ops.h"
 
 #include <algorithm>
+#include <bit>
 #include <cmath>
 #include <limits>
 
@@ -41,6 +43,51 @@ void ForwardPass::index(const LayerWeights& lw, const std::vector<float>& u, con
     std::vector<std::vector<int32_t>> selection(static_cast<size_t>(n));
     std::vector<std::vector<uint64_t>> candidates;
     if (role.candidate_source) candidates.assign(static_cast<size_t>(n), std::vector<uint64_t>(static_cast<size_t>(words), 0));
+
+    if (uses_candidates) {
+      // A reindex layer scores only the keys of each row's candidate blocks: per row, those keys
+      // are gathered and transposed, and kernels/cpu/attention_ops gives every head's dot products
+      // (each a fixed chain over the key's dims, so prefill, decode and batches agree). The best
+      // among them, in key order on ties, are what the masked full scoring would pick.
+      model_.pool_->parallel_for(n, [&](int64_t begin, int64_t end) {
+        std::vector<int32_t> ids;
+        std::vector<const float*> rows;
+        std::vector<float> keys_t, dots, scores;
+        for (int64_t i = begin; i < end; ++i) {
+          const int64_t r = seg.row0 + i;
+          const int64_t visible = std::min(T, (positions_[static_cast<size_t>(r)] + 1) / ratio);
+          const std::vector<uint64_t>& keep = shared.candidates[static_cast<size_t>(i)];
+          ids.clear();
+          for (size_t word = 0; word < keep.size(); ++word) {
+            for (uint64_t bits = keep[word]; bits != 0; bits &= bits - 1) {
+              const int64_t b = static_cast<int64_t>(word) * 64 + std::countr_zero(bits);
+              for (int64_t w = b * block; w < std::min(visible, (b + 1) * block); ++w) ids.push_back(static_cast<int32_t>(w));
+            }
+          }
+          const int64_t nc = static_cast<int64_t>(ids.size());
+          rows.resize(ids.size());
+          for (size_t c = 0; c < ids.size(); ++c) rows[c] = &shared.index[static_cast<size_t>(ids[c]) * static_cast<size_t>(idh)];
+          keys_t.resize(static_cast<size_t>(idh * nc));
+          dots.resize(static_cast<size_t>(hI * nc));
+          kernels::cpu::transpose_rows(rows.data(), nc, idh, keys_t.data(), nc);
+          kernels::cpu::transposed_scores(&q[static_cast<size_t>(r * hI * idh)], hI, idh, keys_t.data(), nc, nc, idh,
+                                          dots.data(), nc);
+          scores.assign(ids.size(), 0.0f);  // Σ_h relu(dot)·scale·w_h from 0 in h order per key
+          for (int64_t h = 0; h < hI; ++h) {
+            const float weight = weights[static_cast<size_t>(r * hI + h)];
+            for (int64_t c = 0; c < nc; ++c) scores[static_cast<size_t>(c)] += std::max(dots[static_cast<size_t>(h * nc + c)], 0.0f) * softmax_scale * weight;
+          }
+          std::vector<int32_t> picked = top_k(scores.data(), nc, t_.index_topk);
+          std::erase_if(picked, [&](int32_t c) { return scores[static_cast<size_t>(c)] == kNegInf; });
+          for (int32_t& c : picked) c = ids[static_cast<size_t>(c)];
+          std::sort(picked.begin(), picked.end());
+          selection[static_cast<size_t>(i)] = std::move(picked);
+        }
+      });
+      shared.selection = std::move(selection);
+      shared.has_selection = true;
+      continue;
+    }
 
     // Per-head dot products of a block of query rows with the keys its last row can see (the others
     // see fewer): one GEMM (keys as the weight matrix, each output depending only on its query and
@@ -83,12 +130,6 @@ void ForwardPass::index(const LayerWeights& lw, const std::vector<float>& u, con
             if (visible > 0) block_scores[static_cast<size_t>((visible - 1) / block)] = std::numeric_limits<float>::infinity();
             for (int32_t b : top_k(block_scores.data(), n_blocks, t_.candidate_topk_blocks)) {
               if (block_scores[static_cast<size_t>(b)] > kNegInf) candidates[static_cast<size_t>(i)][static_cast<size_t>(b / 64)] |= uint64_t{1} << (b % 64);
-            }
-          } else if (uses_candidates) {
-            const std::vector<uint64_t>& keep = shared.candidates[static_cast<size_t>(i)];
-            for (int64_t w = 0; w < T; ++w) {
-              const int64_t b = w / block;
-              if (!((keep[static_cast<size_t>(b / 64)] >> (b % 64)) & 1)) scores[static_cast<size_t>(w)] = kNegInf;
             }
           }
           // Keys past `visible` score -inf, and -inf picks are dropped: the visible ones suffice.
