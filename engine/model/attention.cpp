@@ -4,7 +4,7 @@
 
 #include "engine/model/forward_ops.h"
 #include "engine/model/kv_formats.h"
-#include "kernels/cpu/vector_ops.h"
+#include "kernels/cpu/attention_ops.h"
 
 #include <algorithm>
 #include <cmath>
@@ -19,16 +19,14 @@ void ForwardPass::attention(const LayerWeights& lw, const std::vector<float>& u,
   const LayerRole& role = lw.role;
   const int64_t H = t_.num_attention_heads, D = t_.head_dim, rq = t_.q_lora_rank;
   const float eps = static_cast<float>(t_.rms_norm_eps);
-  const Rope& rope = role.compress_ratio > 0 ? model_.compress_rope_ : model_.main_rope_;
+  const RopeAngles& rope = role.compress_ratio > 0 ? compress_angles_ : main_angles_;
 
   std::vector<float> q_residual(static_cast<size_t>(rows_ * rq));
   linear(u.data(), rows_, lw.wq_a, q_residual.data());
   rms_norm_rows(q_residual, rows_, rq, lw.q_norm, eps);
   std::vector<float> q(static_cast<size_t>(rows_ * H * D));
   linear(q_residual.data(), rows_, lw.wq_b, q.data());
-  for (int64_t r = 0; r < rows_; ++r) {
-    for (int64_t h = 0; h < H; ++h) rope.apply(&q[static_cast<size_t>((r * H + h) * D)], D, positions_[static_cast<size_t>(r)]);
-  }
+  for (int64_t r = 0; r < rows_; ++r) rope.apply(&q[static_cast<size_t>(r * H * D)], H, D, r);
 
   // The window KV: RMSNorm(W_kv u), RoPE, FP8 round trip (kept as the ring's codes).
   const int64_t entry_bytes = window_entry_bytes(D);
@@ -38,7 +36,7 @@ void ForwardPass::attention(const LayerWeights& lw, const std::vector<float>& u,
   std::vector<std::uint8_t> kv_codes(static_cast<size_t>(rows_ * entry_bytes));
   for (int64_t r = 0; r < rows_; ++r) {
     float* row = &kv[static_cast<size_t>(r * D)];
-    rope.apply(row, D, positions_[static_cast<size_t>(r)]);
+    rope.apply(row, 1, D, r);
     encode_window_entry(row, D, &kv_codes[static_cast<size_t>(r * entry_bytes)]);
     decode_window_entry(&kv_codes[static_cast<size_t>(r * entry_bytes)], D, row);
   }
@@ -50,11 +48,7 @@ void ForwardPass::attention(const LayerWeights& lw, const std::vector<float>& u,
 
   std::vector<float> o(static_cast<size_t>(rows_ * H * D));
   attend(lw, q, kv, o);
-  for (int64_t r = 0; r < rows_; ++r) {
-    for (int64_t h = 0; h < H; ++h) {
-      rope.apply(&o[static_cast<size_t>((r * H + h) * D)], D, positions_[static_cast<size_t>(r)], /*inverse=*/true);
-    }
-  }
+  for (int64_t r = 0; r < rows_; ++r) rope.apply(&o[static_cast<size_t>(r * H * D)], H, D, r, /*inverse=*/true);
 
   // Grouped output projection: group g's heads through its block of wo_a, then wo_b over all groups.
   const int64_t G = t_.o_groups, ro = t_.o_lora_rank, group_width = H * D / G;
@@ -88,30 +82,49 @@ void ForwardPass::attention(const LayerWeights& lw, const std::vector<float>& u,
 }
 
 // Reference: eager_attention_forward over the window (the positions t-window+1..t) and the selected
-// compressed entries, with the sink in the denominator only.
+// compressed entries, with the sink in the denominator only. Per segment the window keys (the ring's
+// entries before the chunk, then the chunk's) are laid out once as rows and transposed, so a row's
+// window is a column range; its selected entries are gathered and transposed per row. Scores and the
+// weighted sum are kernels/cpu/attention_ops, whose every element is a fixed chain over d (scores) or
+// over the keys in position order, then selection order (outputs): a row gets the same bits in any
+// chunk, decode step or batch.
 void ForwardPass::attend(const LayerWeights& lw, const std::vector<float>& q, const std::vector<float>& window_kv,
                          std::vector<float>& out) {
   const LayerRole& role = lw.role;
   const int64_t H = t_.num_attention_heads, D = t_.head_dim, window = t_.sliding_window;
   const float scaling = static_cast<float>(std::pow(static_cast<double>(D), -0.5));
+  std::vector<float> past, keys_t;
+  std::vector<const float*> key_rows;
   for (size_t s = 0; s < segments_.size(); ++s) {
     const Segment& seg = segments_[s];
     const Shared& shared = shared_[s];
     const int64_t n = static_cast<int64_t>(seg.tokens.size());
     // Ring entries of the positions before this chunk that a window can reach.
     const int64_t previous = std::min(seg.pos0, window - 1);
-    std::vector<float> past(static_cast<size_t>(previous * D));
+    past.resize(static_cast<size_t>(previous * D));
     const std::vector<std::uint8_t>& ring = seg.state->rings_[static_cast<size_t>(role.layer)];
     for (int64_t k = 0; k < previous; ++k) {
       const int64_t position = seg.pos0 - previous + k;
       decode_window_entry(&ring[static_cast<size_t>((position % window) * window_entry_bytes(D))], D,
                           &past[static_cast<size_t>(k * D)]);
     }
+    // Key k of the segment is position pos0 - previous + k.
+    const int64_t n_keys = previous + n;
+    key_rows.resize(static_cast<size_t>(n_keys));
+    for (int64_t k = 0; k < n_keys; ++k) {
+      key_rows[static_cast<size_t>(k)] = k < previous ? &past[static_cast<size_t>(k * D)]
+                                                      : &window_kv[static_cast<size_t>((seg.row0 + k - previous) * D)];
+    }
+    keys_t.resize(static_cast<size_t>(D * n_keys));
+    kernels::cpu::transpose_rows(key_rows.data(), n_keys, D, keys_t.data(), n_keys);
+
     const bool compressed = role.compress_ratio > 0 && shared.n_entries > 0 && shared.has_selection;
+    size_t max_selected = 0;
     if (compressed) {  // decode the selected entries this group has not decoded yet
       Shared& group = shared_[s];
       const int64_t kv_bytes = compressed_entry_bytes(D);
       for (const std::vector<int32_t>& picked : group.selection) {
+        max_selected = std::max(max_selected, picked.size());
         for (int32_t w : picked) {
           int32_t& slot = group.kv_slot[static_cast<size_t>(w)];
           if (slot >= 0) continue;
@@ -121,44 +134,35 @@ void ForwardPass::attend(const LayerWeights& lw, const std::vector<float>& q, co
         }
       }
     }
+    const int64_t stride = window + static_cast<int64_t>(max_selected);  // a row's keys at most
     model_.pool_->parallel_for(n, [&](int64_t begin, int64_t end) {
-      std::vector<const float*> keys;
-      std::vector<float> logits;
+      std::vector<float> probs(static_cast<size_t>(H * stride));      // [H][stride]: scores, then probabilities
+      std::vector<float> selected_t(static_cast<size_t>(D) * max_selected);  // [D][selected]
+      std::vector<const float*> rows(static_cast<size_t>(stride));
       for (int64_t i = begin; i < end; ++i) {
         const int64_t r = seg.row0 + i;
         const int64_t t = positions_[static_cast<size_t>(r)];
-        keys.clear();
-        for (int64_t p = std::max<int64_t>(0, t - window + 1); p <= t; ++p) {
-          keys.push_back(p >= seg.pos0 ? &window_kv[static_cast<size_t>((seg.row0 + p - seg.pos0) * D)]
-                                       : &past[static_cast<size_t>((p - (seg.pos0 - previous)) * D)]);
-        }
+        const int64_t first = std::max<int64_t>(0, t - window + 1) - (seg.pos0 - previous);  // key index
+        const int64_t n_window = i + previous - first + 1;
+        const float* qr = &q[static_cast<size_t>(r * H * D)];
+        kernels::cpu::transposed_scores(qr, H, D, keys_t.data() + first, n_keys, n_window, D, probs.data(), stride);
+        std::copy_n(key_rows.begin() + first, n_window, rows.begin());
+        int64_t n_selected = 0;
         if (compressed) {
-          for (int32_t w : shared.selection[static_cast<size_t>(i)]) {
-            keys.push_back(&shared.kv[static_cast<size_t>(shared.kv_slot[static_cast<size_t>(w)]) * static_cast<size_t>(D)]);
+          const std::vector<int32_t>& picked = shared.selection[static_cast<size_t>(i)];
+          n_selected = static_cast<int64_t>(picked.size());
+          for (int64_t c = 0; c < n_selected; ++c) {
+            const int32_t slot = shared.kv_slot[static_cast<size_t>(picked[static_cast<size_t>(c)])];
+            rows[static_cast<size_t>(n_window + c)] = &shared.kv[static_cast<size_t>(slot) * static_cast<size_t>(D)];
           }
+          const float* const* selected_rows = &rows[static_cast<size_t>(n_window)];
+          kernels::cpu::transpose_rows(selected_rows, n_selected, D, selected_t.data(), n_selected);
+          kernels::cpu::transposed_scores(qr, H, D, selected_t.data(), n_selected, n_selected, D,
+                                          &probs[static_cast<size_t>(n_window)], stride);
         }
-        logits.resize(keys.size());
-        for (int64_t h = 0; h < H; ++h) {
-          const float* qh = &q[static_cast<size_t>((r * H + h) * D)];
-          const float sink = lw.attn_sink[static_cast<size_t>(h)];
-          float m = sink;
-          for (size_t j = 0; j < keys.size(); ++j) {
-            logits[j] = dot(qh, keys[j], D) * scaling;
-            m = std::max(m, logits[j]);
-          }
-          float denom = 0.0f;
-          for (size_t j = 0; j < keys.size(); ++j) {
-            logits[j] = std::exp(logits[j] - m);
-            denom += logits[j];
-          }
-          denom += std::exp(sink - m);
-          float* o = &out[static_cast<size_t>((r * H + h) * D)];
-          std::fill(o, o + D, 0.0f);
-          for (size_t j = 0; j < keys.size(); ++j) {
-            const float p = logits[j] / denom;
-            kernels::cpu::axpy(p, keys[j], o, D);
-          }
-        }
+        const int64_t n_attended = n_window + n_selected;
+        kernels::cpu::softmax_with_sink(probs.data(), H, stride, n_attended, scaling, lw.attn_sink.data());
+        kernels::cpu::weighted_rows(probs.data(), H, stride, rows.data(), n_attended, D, &out[static_cast<size_t>(r * H * D)], D);
       }
     });
   }

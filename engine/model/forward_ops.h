@@ -7,7 +7,6 @@
 #include <cmath>
 #include <cstdint>
 #include <limits>
-#include <numeric>
 #include <vector>
 
 namespace hippo::engine::ops {
@@ -30,14 +29,28 @@ inline void rms_norm_rows(std::vector<float>& x, int64_t rows, int64_t n, const 
 
 inline float dot(const float* a, const float* b, int64_t n) { return kernels::cpu::dot(a, b, n); }
 
-// The k best of `scores` (higher first, ties to the lower index), as indices in that order.
+// The k best of `scores` (higher first, ties to the lower index), as indices in that order. The
+// order is total, so the answer is unique: a heap holds the best k so far, its worst on top, and
+// entries come in index order, so a later entry displaces the worst only with a higher score.
 inline std::vector<int32_t> top_k(const float* scores, int64_t n, int64_t k) {
-  std::vector<int32_t> order(static_cast<size_t>(n));
-  std::iota(order.begin(), order.end(), 0);
   auto better = [&](int32_t a, int32_t b) { return scores[a] > scores[b] || (scores[a] == scores[b] && a < b); };
-  k = std::min(k, n);
-  std::partial_sort(order.begin(), order.begin() + k, order.end(), better);
-  return std::vector<int32_t>(order.begin(), order.begin() + k);  // not the whole candidate range's capacity
+  k = std::max<int64_t>(0, std::min(k, n));
+  std::vector<int32_t> best;
+  best.reserve(static_cast<size_t>(k));
+  if (k == 0) return best;
+  int32_t i = 0;
+  for (; i < static_cast<int32_t>(k); ++i) best.push_back(i);
+  std::make_heap(best.begin(), best.end(), better);
+  float worst = scores[best.front()];
+  for (; i < static_cast<int32_t>(n); ++i) {
+    if (!(scores[i] > worst)) continue;
+    std::pop_heap(best.begin(), best.end(), better);
+    best.back() = i;
+    std::push_heap(best.begin(), best.end(), better);
+    worst = scores[best.front()];
+  }
+  std::sort_heap(best.begin(), best.end(), better);
+  return best;
 }
 
 }  // namespace hippo::engine::ops

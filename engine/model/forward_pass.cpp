@@ -27,6 +27,8 @@ ForwardPass::ForwardPass(const Model& model, std::vector<Segment> segments, Dept
     }
     rows_ += static_cast<int64_t>(seg.tokens.size());
   }
+  main_angles_ = RopeAngles(model_.main_rope_, positions_);
+  compress_angles_ = RopeAngles(model_.compress_rope_, positions_);
   shared_.resize(segments_.size());
 }
 
@@ -115,11 +117,16 @@ void ForwardPass::head() {
   collapse(pre_mix_, model_.weights_.final_norm, y);
   for (const Segment& seg : segments_) {
     const int64_t n = static_cast<int64_t>(seg.tokens.size());
-    const int64_t first = seg.all_logits != nullptr ? 0 : n - 1;
-    std::vector<float> logits(static_cast<size_t>((n - first) * V));
-    linear(&y[static_cast<size_t>((seg.row0 + first) * d)], n - first, model_.weights_.head, logits.data());
-    seg.state->next_logits_.assign(logits.end() - V, logits.end());
-    if (seg.all_logits != nullptr) *seg.all_logits = std::move(logits);
+    std::vector<float>& next = seg.state->next_logits_;
+    if (seg.all_logits == nullptr) {  // the last row only, straight into the state (no zero-fill once sized)
+      next.resize(static_cast<size_t>(V));
+      linear(&y[static_cast<size_t>((seg.row0 + n - 1) * d)], 1, model_.weights_.head, next.data());
+      continue;
+    }
+    std::vector<float> logits(static_cast<size_t>(n * V));
+    linear(&y[static_cast<size_t>(seg.row0 * d)], n, model_.weights_.head, logits.data());
+    next.assign(logits.end() - V, logits.end());
+    *seg.all_logits = std::move(logits);
   }
 }
 

@@ -69,11 +69,14 @@ class ForwardPass {
   Depth depth_;
   int64_t rows_ = 0;
   std::vector<int64_t> positions_;  // per row
+  RopeAngles main_angles_;           // the model's main RoPE at positions_
+  RopeAngles compress_angles_;       // its compress RoPE at positions_
   std::vector<int64_t> segment_of_;  // per row
   std::vector<int64_t> engram_rows_;  // [rows, engram layers, columns]
   std::vector<float> streams_;       // [rows, hc, d]
   std::vector<float> pre_mix_;       // [rows, hc]: the collapse weights for the next site
   std::vector<Shared> shared_;       // per segment
+  std::vector<float> index_dots_;    // the indexer's query-key dots, kept across layers
 };
 
 }  // namespace hippo::engine

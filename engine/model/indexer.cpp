@@ -3,8 +3,10 @@
 
 #include "engine/model/forward_ops.h"
 #include "engine/model/kv_formats.h"
+#include "kernels/cpu/attention_ops.h"
 
 #include <algorithm>
+#include <bit>
 #include <cmath>
 #include <limits>
 
@@ -19,11 +21,8 @@ void ForwardPass::index(const LayerWeights& lw, const std::vector<float>& u, con
   std::vector<float> q(static_cast<size_t>(rows_ * hI * idh));
   linear(q_residual.data(), rows_, lw.index_wq_b, q.data());
   for (int64_t r = 0; r < rows_; ++r) {
-    for (int64_t h = 0; h < hI; ++h) {
-      float* head = &q[static_cast<size_t>((r * hI + h) * idh)];
-      model_.compress_rope_.apply(head, idh, positions_[static_cast<size_t>(r)]);
-      fp4_ue8m0_round_trip(head, idh);
-    }
+    compress_angles_.apply(&q[static_cast<size_t>(r * hI * idh)], hI, idh, r);
+    for (int64_t h = 0; h < hI; ++h) fp4_ue8m0_round_trip(&q[static_cast<size_t>((r * hI + h) * idh)], idh);
   }
   std::vector<float> weights(static_cast<size_t>(rows_ * hI));
   linear(u.data(), rows_, lw.index_weights_proj, weights.data());
@@ -45,37 +44,82 @@ void ForwardPass::index(const LayerWeights& lw, const std::vector<float>& u, con
     std::vector<std::vector<uint64_t>> candidates;
     if (role.candidate_source) candidates.assign(static_cast<size_t>(n), std::vector<uint64_t>(static_cast<size_t>(words), 0));
 
-    // Per-head dot products of a block of query rows with every key: one GEMM (keys as the weight
-    // matrix, whose rows the kernel computes independently of the batch), then per-row scoring.
+    if (uses_candidates) {
+      // A reindex layer scores only the keys of each row's candidate blocks: per row, those keys
+      // are gathered and transposed, and kernels/cpu/attention_ops gives every head's dot products
+      // (each a fixed chain over the key's dims, so prefill, decode and batches agree). The best
+      // among them, in key order on ties, are what the masked full scoring would pick.
+      model_.pool_->parallel_for(n, [&](int64_t begin, int64_t end) {
+        std::vector<int32_t> ids;
+        std::vector<const float*> rows;
+        std::vector<float> keys_t, dots, scores;
+        for (int64_t i = begin; i < end; ++i) {
+          const int64_t r = seg.row0 + i;
+          const int64_t visible = std::min(T, (positions_[static_cast<size_t>(r)] + 1) / ratio);
+          const std::vector<uint64_t>& keep = shared.candidates[static_cast<size_t>(i)];
+          ids.clear();
+          for (size_t word = 0; word < keep.size(); ++word) {
+            for (uint64_t bits = keep[word]; bits != 0; bits &= bits - 1) {
+              const int64_t b = static_cast<int64_t>(word) * 64 + std::countr_zero(bits);
+              for (int64_t w = b * block; w < std::min(visible, (b + 1) * block); ++w) ids.push_back(static_cast<int32_t>(w));
+            }
+          }
+          const int64_t nc = static_cast<int64_t>(ids.size());
+          rows.resize(ids.size());
+          for (size_t c = 0; c < ids.size(); ++c) rows[c] = &shared.index[static_cast<size_t>(ids[c]) * static_cast<size_t>(idh)];
+          keys_t.resize(static_cast<size_t>(idh * nc));
+          dots.resize(static_cast<size_t>(hI * nc));
+          kernels::cpu::transpose_rows(rows.data(), nc, idh, keys_t.data(), nc);
+          kernels::cpu::transposed_scores(&q[static_cast<size_t>(r * hI * idh)], hI, idh, keys_t.data(), nc, nc, idh,
+                                          dots.data(), nc);
+          scores.assign(ids.size(), 0.0f);  // Σ_h relu(dot)·scale·w_h from 0 in h order per key
+          for (int64_t h = 0; h < hI; ++h) {
+            const float weight = weights[static_cast<size_t>(r * hI + h)];
+            for (int64_t c = 0; c < nc; ++c) scores[static_cast<size_t>(c)] += std::max(dots[static_cast<size_t>(h * nc + c)], 0.0f) * softmax_scale * weight;
+          }
+          std::vector<int32_t> picked = top_k(scores.data(), nc, t_.index_topk);
+          std::erase_if(picked, [&](int32_t c) { return scores[static_cast<size_t>(c)] == kNegInf; });
+          for (int32_t& c : picked) c = ids[static_cast<size_t>(c)];
+          std::sort(picked.begin(), picked.end());
+          selection[static_cast<size_t>(i)] = std::move(picked);
+        }
+      });
+      shared.selection = std::move(selection);
+      shared.has_selection = true;
+      continue;
+    }
+
+    // Per-head dot products of a block of query rows with the keys its last row can see (the others
+    // see fewer): one GEMM (keys as the weight matrix, each output depending only on its query and
+    // key, linear.h), then per-row scoring.
     kernels::WeightView keys;
     keys.format = kernels::WeightFormat::kF32;
     keys.data = shared.index.data();
-    keys.rows = T;
     keys.cols = idh;
-    const int64_t rows_per_block = std::max<int64_t>(1, (int64_t{1} << 22) / (hI * T));  // <= 16 MB of dots
-    std::vector<float> dots;
+    // At most 16 MB of dots and at most 32 query rows per block, so that its rows see nearly as many
+    // keys as its last one.
+    const int64_t rows_per_block = std::clamp<int64_t>((int64_t{1} << 22) / (hI * T), 1, 32);
+    std::vector<float>& dots = index_dots_;
     for (int64_t i0 = 0; i0 < n; i0 += rows_per_block) {
       const int64_t i1 = std::min(n, i0 + rows_per_block);
-      dots.resize(static_cast<size_t>((i1 - i0) * hI * T));
-      linear(&q[static_cast<size_t>((seg.row0 + i0) * hI * idh)], (i1 - i0) * hI, keys, dots.data());
+      const int64_t seen = std::min(T, (positions_[static_cast<size_t>(seg.row0 + i1 - 1)] + 1) / ratio);
+      keys.rows = seen;
+      dots.resize(static_cast<size_t>((i1 - i0) * hI * seen));
+      if (seen > 0) linear(&q[static_cast<size_t>((seg.row0 + i0) * hI * idh)], (i1 - i0) * hI, keys, dots.data());
       model_.pool_->parallel_for(i1 - i0, [&](int64_t begin, int64_t end) {
         std::vector<float> scores(static_cast<size_t>(T));
         std::vector<float> block_scores(static_cast<size_t>(n_blocks));
         for (int64_t i = i0 + begin; i < i0 + end; ++i) {
           const int64_t r = seg.row0 + i;
-          const float* row_dots = &dots[static_cast<size_t>((i - i0) * hI * T)];
+          const float* row_dots = dots.data() + (i - i0) * hI * seen;
           const int64_t visible = std::min(T, (positions_[static_cast<size_t>(r)] + 1) / ratio);
-          for (int64_t w = 0; w < T; ++w) {
-            if (w >= visible) {
-              scores[static_cast<size_t>(w)] = kNegInf;
-              continue;
-            }
-            float total = 0.0f;
-            for (int64_t h = 0; h < hI; ++h) {
-              const float score = std::max(row_dots[h * T + w], 0.0f) * softmax_scale;
-              total += score * weights[static_cast<size_t>(r * hI + h)];
-            }
-            scores[static_cast<size_t>(w)] = total;
+          // Σ_h relu(dot)·scale·w_h from 0 in h order per key, keys side by side.
+          std::fill(scores.begin(), scores.begin() + visible, 0.0f);
+          std::fill(scores.begin() + visible, scores.end(), kNegInf);
+          for (int64_t h = 0; h < hI; ++h) {
+            const float weight = weights[static_cast<size_t>(r * hI + h)];
+            const float* head_dots = row_dots + h * seen;
+            for (int64_t w = 0; w < visible; ++w) scores[static_cast<size_t>(w)] += std::max(head_dots[w], 0.0f) * softmax_scale * weight;
           }
           if (role.candidate_source) {
             for (int64_t b = 0; b < n_blocks; ++b) {
@@ -87,14 +131,9 @@ void ForwardPass::index(const LayerWeights& lw, const std::vector<float>& u, con
             for (int32_t b : top_k(block_scores.data(), n_blocks, t_.candidate_topk_blocks)) {
               if (block_scores[static_cast<size_t>(b)] > kNegInf) candidates[static_cast<size_t>(i)][static_cast<size_t>(b / 64)] |= uint64_t{1} << (b % 64);
             }
-          } else if (uses_candidates) {
-            const std::vector<uint64_t>& keep = shared.candidates[static_cast<size_t>(i)];
-            for (int64_t w = 0; w < T; ++w) {
-              const int64_t b = w / block;
-              if (!((keep[static_cast<size_t>(b / 64)] >> (b % 64)) & 1)) scores[static_cast<size_t>(w)] = kNegInf;
-            }
           }
-          std::vector<int32_t> picked = top_k(scores.data(), T, t_.index_topk);
+          // Keys past `visible` score -inf, and -inf picks are dropped: the visible ones suffice.
+          std::vector<int32_t> picked = top_k(scores.data(), visible, t_.index_topk);
           std::erase_if(picked, [&](int32_t w) { return scores[static_cast<size_t>(w)] == kNegInf; });
           std::sort(picked.begin(), picked.end());
           selection[static_cast<size_t>(i)] = std::move(picked);

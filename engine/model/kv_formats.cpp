@@ -5,6 +5,7 @@
 #include <algorithm>
 #include <bit>
 #include <cmath>
+#include <cstring>
 
 namespace hippo::engine {
 namespace {
@@ -62,16 +63,14 @@ std::uint8_t pow2_ceil_e8m0(float t) {
 }
 
 // Round-to-nearest-even onto the E2M1 magnitude grid {0, .5, 1, 1.5, 2, 3, 4, 6} of a value already
-// clamped to ±6; the sign goes to bit 3 (also for -0).
+// clamped to ±6; the sign goes to bit 3 (also for -0). Ties at the boundaries between an even and an
+// odd code go to the even code. Branch-free, so that loops over a block vectorise.
 std::uint8_t e2m1_code(float q) {
-  // Ties at the boundaries between an even and an odd code go to the even code.
-  static constexpr float kBoundaries[7] = {0.25f, 0.75f, 1.25f, 1.75f, 2.5f, 3.5f, 5.0f};
   const float magnitude = std::fabs(q);
-  std::uint8_t code = 0;
-  for (int i = 0; i < 7; ++i) {
-    const bool tie_goes_up = (i % 2) == 1;  // boundary between code i (odd when i is odd) and i + 1
-    if (tie_goes_up ? magnitude >= kBoundaries[i] : magnitude > kBoundaries[i]) ++code;
-  }
+  const int code = static_cast<int>(magnitude > 0.25f) + static_cast<int>(magnitude >= 0.75f) +
+                   static_cast<int>(magnitude > 1.25f) + static_cast<int>(magnitude >= 1.75f) +
+                   static_cast<int>(magnitude > 2.5f) + static_cast<int>(magnitude >= 3.5f) +
+                   static_cast<int>(magnitude > 5.0f);
   return static_cast<std::uint8_t>(code | (std::signbit(q) ? 0x8 : 0x0));
 }
 
@@ -82,18 +81,41 @@ void put_nibble(std::uint8_t* packed, int64_t i, std::uint8_t code) {
     packed[i / 2] = static_cast<std::uint8_t>(packed[i / 2] | (code << 4));
 }
 
+using F4 = float __attribute__((vector_size(16)));
+using I4 = std::int32_t __attribute__((vector_size(16)));
+using U4 = std::uint32_t __attribute__((vector_size(16)));
+
+// One block of the FP4 power-of-two format: the scale byte and the E2M1 codes of kIndexScaleBlock
+// values, four at a time with e2m1_code's comparisons and std::clamp's (a NaN passes through). The
+// scale is a power of two in [2^-126, 2^126], so multiplying by its reciprocal (exact) rounds
+// exactly as dividing by it.
+std::uint8_t fp4_ue8m0_block(const float* block, std::uint8_t* code) {
+  const float amax = std::max(block_amax(block, kIndexScaleBlock), kFp4Max * 0x1p-126f);
+  const std::uint8_t scale_byte = pow2_ceil_e8m0(amax * (1.0f / kFp4Max));
+  const float inverse = 1.0f / kTables.e8m0[scale_byte];
+  const F4 lo = {-kFp4Max, -kFp4Max, -kFp4Max, -kFp4Max}, hi = -lo;
+  for (int64_t i = 0; i < kIndexScaleBlock; i += 4) {
+    F4 v;
+    std::memcpy(&v, block + i, sizeof v);
+    v *= inverse;
+    v = v < lo ? lo : v;
+    v = hi < v ? hi : v;
+    const U4 bits = std::bit_cast<U4>(v);
+    const F4 m = std::bit_cast<F4>(bits & 0x7FFFFFFFu);
+    const I4 count = (m > 0.25f) + (m >= 0.75f) + (m > 1.25f) + (m >= 1.75f) + (m > 2.5f) + (m >= 3.5f) + (m > 5.0f);
+    const U4 c = std::bit_cast<U4>(-count) | ((bits >> 28) & 8u);  // comparisons give -1 for true
+    for (int64_t k = 0; k < 4; ++k) code[i + k] = static_cast<std::uint8_t>(c[k]);
+  }
+  return scale_byte;
+}
+
 // FP4 with power-of-two scales per 32: writes codes and scale bytes.
 void encode_fp4_ue8m0(const float* x, int64_t dim, std::uint8_t* codes, std::uint8_t* scales) {
   for (int64_t b = 0; b < dim / kIndexScaleBlock; ++b) {
-    const float* block = x + b * kIndexScaleBlock;
-    const float amax = std::max(block_amax(block, kIndexScaleBlock), kFp4Max * 0x1p-126f);
-    const std::uint8_t scale_byte = pow2_ceil_e8m0(amax * (1.0f / kFp4Max));
-    const float scale = e8m0_to_f32(scale_byte);
-    scales[b] = scale_byte;
-    for (int64_t i = 0; i < kIndexScaleBlock; ++i) {
-      const float q = std::clamp(block[i] / scale, -kFp4Max, kFp4Max);
-      put_nibble(codes, b * kIndexScaleBlock + i, e2m1_code(q));
-    }
+    std::uint8_t code[kIndexScaleBlock];
+    scales[b] = fp4_ue8m0_block(x + b * kIndexScaleBlock, code);
+    std::uint8_t* packed = codes + b * kIndexScaleBlock / 2;
+    for (int64_t i = 0; i < kIndexScaleBlock / 2; ++i) packed[i] = static_cast<std::uint8_t>(code[2 * i] | (code[2 * i + 1] << 4));
   }
 }
 
@@ -148,12 +170,13 @@ void decode_index_entry(const std::uint8_t* in, int64_t dim, float* x) {
   decode_fp4(in, dim, kIndexScaleBlock, kTables.e8m0, x);
 }
 
-void fp4_ue8m0_round_trip(float* x, int64_t dim) {
-  std::uint8_t buffer[1024];
-  std::uint8_t* codes = buffer;
-  std::uint8_t* scales = buffer + dim / 2;
-  encode_fp4_ue8m0(x, dim, codes, scales);
-  decode_index_entry(buffer, dim, x);
+void fp4_ue8m0_round_trip(float* x, int64_t dim) {  // decode(encode(x)) without the bytes
+  for (int64_t b = 0; b < dim / kIndexScaleBlock; ++b) {
+    float* block = x + b * kIndexScaleBlock;
+    std::uint8_t code[kIndexScaleBlock];
+    const float scale = kTables.e8m0[fp4_ue8m0_block(block, code)];
+    for (int64_t i = 0; i < kIndexScaleBlock; ++i) block[i] = kTables.e2m1[code[i]] * scale;
+  }
 }
 
 }  // namespace hippo::engine

@@ -25,8 +25,9 @@ Status check_supported(const TextConfig& t) {
   HIPPO_RETURN_IF_ERROR(require(t.head_dim % 32 == 0, "head_dim must be a multiple of 32 (FP8 window blocks)"));
   HIPPO_RETURN_IF_ERROR(require(t.index_head_dim % 32 == 0 && t.index_head_dim <= 1024,
                                 "index_head_dim must be a multiple of 32, at most 1024 (FP4 index blocks)"));
-  HIPPO_RETURN_IF_ERROR(require(t.qk_rope_head_dim % 2 == 0 && t.qk_rope_head_dim <= t.index_head_dim,
-                                "qk_rope_head_dim must be even and fit the index keys"));
+  HIPPO_RETURN_IF_ERROR(require(t.qk_rope_head_dim % 2 == 0 && t.qk_rope_head_dim <= t.index_head_dim &&
+                                    t.qk_rope_head_dim <= Rope::kMaxRopeDims,
+                                "qk_rope_head_dim must be even, fit the index keys and be at most 512"));
   for (int64_t ratio : t.compress_ratios) HIPPO_RETURN_IF_ERROR(require(ratio <= 64, "compress ratios above 64"));
   return Status::ok_status();
 }

@@ -2,6 +2,7 @@
 #include "engine/model/forward_pass.h"
 
 #include "engine/model/forward_ops.h"
+#include "kernels/cpu/attention_ops.h"
 
 #include <algorithm>
 #include <cmath>
@@ -49,17 +50,23 @@ void ForwardPass::moe(const LayerWeights& lw, const std::vector<float>& v, std::
     }
     linear(x.data(), m, ew.w1, gate.data());
     linear(x.data(), m, ew.w3, up.data());
+    // SwiGLU: the clamps, every exp(-g) in one exp_floats call (std::exp's bits), then
+    // silu(g) · u = g / (1 + exp(-g)) · u, times the routing weight.
+    std::vector<float> e(gate.size());
+    for (size_t i = 0; i < gate.size(); ++i) {
+      if (limit > 0) {
+        up[i] = std::clamp(up[i], -limit, limit);
+        gate[i] = std::min(gate[i], limit);
+      }
+      e[i] = -gate[i];
+    }
+    kernels::cpu::exp_floats(e.data(), e.data(), static_cast<int64_t>(e.size()));
     for (int64_t i = 0; i < m; ++i) {
       for (int64_t j = 0; j < I; ++j) {
-        float& g = gate[static_cast<size_t>(i * I + j)];
-        float u = up[static_cast<size_t>(i * I + j)];
-        if (limit > 0) {
-          u = std::clamp(u, -limit, limit);
-          g = std::min(g, limit);
-        }
-        float h = (g / (1.0f + std::exp(-g))) * u;
+        const size_t at = static_cast<size_t>(i * I + j);
+        float h = (gate[at] / (1.0f + e[at])) * up[at];
         if (weighted) h = rows[static_cast<size_t>(i)].second * h;
-        g = h;
+        gate[at] = h;
       }
     }
     linear(gate.data(), m, ew.w2, y.data());

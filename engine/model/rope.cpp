@@ -17,6 +17,7 @@ double correction_dim(double rotations, int64_t dim, double base, double max_pos
 }  // namespace
 
 Rope::Rope(double theta, int64_t rope_dims, const RopeScaling* yarn) : rope_dims_(rope_dims) {
+  HIPPO_CHECK(rope_dims >= 0 && rope_dims % 2 == 0 && rope_dims <= kMaxRopeDims, "RoPE dims must be even and at most 512");
   const int64_t pairs = rope_dims / 2;
   inv_freq_.resize(static_cast<size_t>(pairs));
   // base ** (arange(0, dim, 2).float() / dim) in float32, then reciprocals in float32.
@@ -54,19 +55,47 @@ Rope Rope::compress(const TextConfig& text) {
   return Rope(text.compress_rope_theta, text.qk_rope_head_dim, yarn ? &text.rope_scaling : nullptr);
 }
 
-void Rope::apply(float* x, int64_t dim, int64_t position, bool inverse) const {
-  HIPPO_DCHECK(dim >= rope_dims_, "RoPE on a vector shorter than its rope dims");
-  float* rope = x + (dim - rope_dims_);
+void Rope::angles(int64_t position, float* cos, float* sin) const {
   const float t = static_cast<float>(position);
   for (size_t i = 0; i < inv_freq_.size(); ++i) {
     const float angle = inv_freq_[i] * t;
-    const float c = std::cos(angle);
-    const float s = inverse ? -std::sin(angle) : std::sin(angle);
-    const float even = rope[2 * i];
-    const float odd = rope[2 * i + 1];
-    rope[2 * i] = even * c - odd * s;
-    rope[2 * i + 1] = even * s + odd * c;
+    cos[i] = std::cos(angle);
+    sin[i] = std::sin(angle);
   }
+}
+
+void Rope::rotate(float* x, int64_t count, int64_t dim, int64_t rope_dims, const float* cos, const float* sin,
+                  bool inverse) {
+  HIPPO_DCHECK(dim >= rope_dims, "RoPE on a vector shorter than its rope dims");
+  for (int64_t k = 0; k < count; ++k) {
+    float* rope = x + k * dim + (dim - rope_dims);
+    for (int64_t i = 0; i < rope_dims / 2; ++i) {
+      const float c = cos[i];
+      const float s = inverse ? -sin[i] : sin[i];
+      const float even = rope[2 * i];
+      const float odd = rope[2 * i + 1];
+      rope[2 * i] = even * c - odd * s;
+      rope[2 * i + 1] = even * s + odd * c;
+    }
+  }
+}
+
+void Rope::apply(float* x, int64_t dim, int64_t position, bool inverse) const {
+  float cos[kMaxRopeDims / 2], sin[kMaxRopeDims / 2];
+  angles(position, cos, sin);
+  rotate(x, 1, dim, rope_dims_, cos, sin, inverse);
+}
+
+RopeAngles::RopeAngles(const Rope& rope, std::span<const int64_t> positions) : rope_dims_(rope.rope_dims()) {
+  const size_t pairs = static_cast<size_t>(rope_dims_ / 2);
+  cos_.resize(positions.size() * pairs);
+  sin_.resize(positions.size() * pairs);
+  for (size_t r = 0; r < positions.size(); ++r) rope.angles(positions[r], &cos_[r * pairs], &sin_[r * pairs]);
+}
+
+void RopeAngles::apply(float* x, int64_t count, int64_t dim, int64_t row, bool inverse) const {
+  const size_t offset = static_cast<size_t>(row * (rope_dims_ / 2));
+  Rope::rotate(x, count, dim, rope_dims_, &cos_[offset], &sin_[offset], inverse);
 }
 
 }  // namespace hippo::engine

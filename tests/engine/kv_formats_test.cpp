@@ -5,7 +5,10 @@
 
 #include <catch2/catch.hpp>
 
+#include <algorithm>
 #include <cmath>
+#include <cstring>
+#include <limits>
 #include <vector>
 
 namespace hippo::engine {
@@ -80,6 +83,70 @@ TEST_CASE("index keys and queries share the FP4 power-of-two round trip", "[kv]"
   CHECK(k == q);
   CHECK(bytes[16] == 127 + 2);
   CHECK(k[31] == 24.0f);  // 21 / 4 = 5.25 -> 6 x 4
+}
+
+// The FP4 power-of-two encoder written as the reference states it: divide by the scale, then count
+// the E2M1 boundaries passed (ties to the even code).
+std::vector<std::uint8_t> reference_fp4_ue8m0(const std::vector<float>& x) {
+  const int64_t dim = static_cast<int64_t>(x.size());
+  std::vector<std::uint8_t> out(static_cast<size_t>(index_entry_bytes(dim)), 0);
+  for (int64_t b = 0; b < dim / 32; ++b) {
+    float amax = 0.0f;
+    for (int64_t i = 0; i < 32; ++i) amax = std::max(amax, std::fabs(x[static_cast<size_t>(b * 32 + i)]));
+    amax = std::max(amax, 6.0f * 0x1p-126f);
+    const int exponent = static_cast<int>(std::ceil(std::log2(static_cast<double>(amax / 6.0f))));
+    out[static_cast<size_t>(dim / 2 + b)] = static_cast<std::uint8_t>(exponent + 127);
+    const float scale = std::ldexp(1.0f, exponent);
+    for (int64_t i = 0; i < 32; ++i) {
+      const float q = std::clamp(x[static_cast<size_t>(b * 32 + i)] / scale, -6.0f, 6.0f);
+      static constexpr float kBoundaries[7] = {0.25f, 0.75f, 1.25f, 1.75f, 2.5f, 3.5f, 5.0f};
+      std::uint8_t code = 0;
+      for (int k = 0; k < 7; ++k) code = static_cast<std::uint8_t>(code + ((k % 2 == 1) ? std::fabs(q) >= kBoundaries[k] : std::fabs(q) > kBoundaries[k]));
+      if (std::signbit(q)) code |= 0x8;
+      const size_t e = static_cast<size_t>(b * 32 + i);
+      out[e / 2] = static_cast<std::uint8_t>(out[e / 2] | (e % 2 == 0 ? code : code << 4));
+    }
+  }
+  return out;
+}
+
+TEST_CASE("the FP4 power-of-two encoder and round trip agree with the reference's division on awkward values", "[kv]") {
+  // Ties on every E2M1 boundary at several scales, signed zeros, tiny and huge blocks, and noise.
+  std::vector<std::vector<float>> blocks;
+  for (float scale : {0x1p-126f, 0x1p-60f, 0.5f, 1.0f, 4.0f, 0x1p100f}) {
+    std::vector<float> x;
+    for (float v : {0.0f, -0.0f, 0.25f, -0.25f, 0.75f, 1.25f, -1.75f, 2.5f, 3.5f, -5.0f, 6.0f, 0.5f, 1.0f, 1.5f, 2.0f, 3.0f}) {
+      x.push_back(v * scale);
+      x.push_back(std::nextafter(v * scale, 1e30f));
+    }
+    blocks.push_back(x);
+  }
+  blocks.push_back(blocks[2]);  // NaNs take code 0 with their sign bit and do not count for the scale
+  blocks.back()[3] = std::numeric_limits<float>::quiet_NaN();
+  blocks.back()[4] = -std::numeric_limits<float>::quiet_NaN();
+  uint32_t seed = 7;
+  for (int n = 0; n < 200; ++n) {
+    std::vector<float> x(64);
+    const float magnitude = std::ldexp(1.0f, n % 40 - 20);
+    for (float& v : x) {
+      seed = seed * 1664525u + 1013904223u;
+      v = (static_cast<float>(seed >> 8) / 16777216.0f - 0.5f) * magnitude;
+    }
+    blocks.push_back(x);
+  }
+  for (const std::vector<float>& x : blocks) {
+    const int64_t dim = static_cast<int64_t>(x.size());
+    std::vector<std::uint8_t> bytes(static_cast<size_t>(index_entry_bytes(dim)));
+    encode_index_entry(x.data(), dim, bytes.data());
+    CHECK(bytes == reference_fp4_ue8m0(x));
+    std::vector<float> decoded(x.size()), round_trip = x;
+    decode_index_entry(bytes.data(), dim, decoded.data());
+    fp4_ue8m0_round_trip(round_trip.data(), dim);
+    for (size_t i = 0; i < x.size(); ++i) {
+      INFO("x " << x[i]);
+      CHECK(std::memcmp(&decoded[i], &round_trip[i], sizeof(float)) == 0);
+    }
+  }
 }
 
 }  // namespace

@@ -1,0 +1,43 @@
+// The forward pass's shared helpers (engine/model/forward_ops.h).
+#include "engine/model/forward_ops.h"
+
+#include <catch2/catch.hpp>
+
+#include <algorithm>
+#include <cstdint>
+#include <numeric>
+#include <vector>
+
+namespace hippo::engine::ops {
+namespace {
+
+std::vector<int32_t> reference_top_k(const std::vector<float>& scores, int64_t k) {
+  std::vector<int32_t> order(scores.size());
+  std::iota(order.begin(), order.end(), 0);
+  std::stable_sort(order.begin(), order.end(), [&](int32_t a, int32_t b) { return scores[a] > scores[b]; });
+  order.resize(static_cast<size_t>(std::min<int64_t>(k, static_cast<int64_t>(scores.size()))));
+  return order;
+}
+
+TEST_CASE("top_k is the stable order's first k, ties to the lower index", "[model]") {
+  uint32_t seed = 11;
+  for (int64_t n : {0, 1, 2, 8, 31, 100, 257, 2000}) {
+    for (int levels : {3, 1000000}) {  // many exact ties, or almost none
+      std::vector<float> scores(static_cast<size_t>(n));
+      for (float& s : scores) {
+        seed = seed * 1664525u + 1013904223u;
+        s = static_cast<float>((seed >> 8) % static_cast<uint32_t>(levels));
+        if ((seed & 0xF) == 0) s = kNegInf;
+      }
+      for (int64_t k : {0, 1, 2, 4, 16, 32, 33, 100, 3000}) {
+        INFO("n " << n << " levels " << levels << " k " << k);
+        CHECK(top_k(scores.data(), n, k) == reference_top_k(scores, k));
+      }
+    }
+  }
+  const std::vector<float> ascending = {1, 2, 3, 4, 5, 6, 7, 8, 9, 10};  // every entry displaces one
+  CHECK(top_k(ascending.data(), 10, 3) == std::vector<int32_t>{9, 8, 7});
+}
+
+}  // namespace
+}  // namespace hippo::engine::ops

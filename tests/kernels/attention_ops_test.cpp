@@ -1,0 +1,242 @@
+#include "kernels/cpu/attention_ops.h"
+
+#include <catch2/catch.hpp>
+
+#include <algorithm>
+#include <array>
+#include <cfloat>
+#include <cmath>
+#include <cstring>
+#include <vector>
+
+namespace hippo::kernels::cpu {
+namespace {
+
+float value(int64_t i, double f, double scale) { return static_cast<float>(std::sin(f * static_cast<double>(i) + 0.3) * scale); }
+
+// A float sum of `terms` rounded terms is within terms · 2^-23 · Σ|term| of the exact one.
+double error_bound(int64_t terms, double magnitude) { return static_cast<double>(terms + 1) * FLT_EPSILON * magnitude; }
+
+bool same_bits(float a, float b) { return std::memcmp(&a, &b, sizeof a) == 0; }
+
+// The definition the kernels promise: one chain per element, in order, fused where the clone has FMA.
+bool uses_fma() { return __builtin_cpu_supports("x86-64-v3"); }
+float chain_step(float acc, float a, float b) { return uses_fma() ? std::fma(a, b, acc) : acc + a * b; }
+
+struct Keys {
+  int64_t n, dim, ld;
+  std::vector<float> rows;  // [n][dim]
+  std::vector<float> kt;    // [dim][ld]
+  std::vector<const float*> pointers;
+  Keys(int64_t n_, int64_t dim_, int64_t ld_) : n(n_), dim(dim_), ld(ld_), rows(static_cast<size_t>(n_ * dim_)),
+                                                kt(static_cast<size_t>(dim_ * ld_), -7.0f) {
+    for (int64_t i = 0; i < n * dim; ++i) rows[static_cast<size_t>(i)] = value(i, 0.37, 2.0);
+    for (int64_t j = 0; j < n; ++j) pointers.push_back(&rows[static_cast<size_t>(j * dim)]);
+    transpose_rows(pointers.data(), n, dim, kt.data(), ld);
+  }
+  float at(int64_t j, int64_t d) const { return rows[static_cast<size_t>(j * dim + d)]; }
+};
+
+TEST_CASE("transpose_rows puts row j in column j and leaves the rest", "[kernels]") {
+  for (auto [n, dim, ld] : {std::array<int64_t, 3>{37, 19, 40}, {48, 64, 53}, {16, 16, 16}, {5, 70, 5}, {0, 8, 1}}) {
+    Keys keys(n, dim, ld);
+    for (int64_t d = 0; d < dim; ++d) {
+      for (int64_t j = 0; j < ld; ++j) {
+        INFO("n " << n << " dim " << dim << " d " << d << " j " << j);
+        const float got = keys.kt[static_cast<size_t>(d * ld + j)];
+        CHECK(got == (j < n ? keys.at(j, d) : -7.0f));
+      }
+    }
+  }
+}
+
+TEST_CASE("transposed_scores agrees with a double-precision reference", "[kernels]") {
+  for (int64_t dim : {1, 8, 16, 20, 64, 100}) {
+    for (int64_t heads : {1, 3, 4, 5, 9}) {
+      for (int64_t n : {0, 1, 5, 15, 16, 17, 31, 32, 33, 100, 144}) {
+        Keys keys(n, dim, n + 3);
+        std::vector<float> q(static_cast<size_t>(heads * (dim + 2)));
+        for (size_t i = 0; i < q.size(); ++i) q[i] = value(static_cast<int64_t>(i), 0.11, 1.5);
+        const int64_t stride = n + 5;
+        std::vector<float> scores(static_cast<size_t>(heads * stride), -1.0f);
+        transposed_scores(q.data(), heads, dim + 2, keys.kt.data(), keys.ld, n, dim, scores.data(), stride);
+        for (int64_t h = 0; h < heads; ++h) {
+          for (int64_t j = 0; j < stride; ++j) {
+            INFO("dim " << dim << " heads " << heads << " n " << n << " h " << h << " j " << j);
+            const float got = scores[static_cast<size_t>(h * stride + j)];
+            if (j >= n) {
+              CHECK(got == -1.0f);  // nothing written past n
+              continue;
+            }
+            double expected = 0, magnitude = 0;
+            float chain = 0.0f;
+            for (int64_t d = 0; d < dim; ++d) {
+              const float a = q[static_cast<size_t>(h * (dim + 2) + d)], b = keys.at(j, d);
+              expected += static_cast<double>(a) * b;
+              magnitude += std::fabs(static_cast<double>(a) * b);
+              chain = chain_step(chain, a, b);
+            }
+            CHECK(std::fabs(got - expected) <= error_bound(dim, magnitude));
+            CHECK(same_bits(got, chain));
+          }
+        }
+      }
+    }
+  }
+}
+
+TEST_CASE("a score depends only on its query and key, not on the range or the heads around it", "[kernels]") {
+  const int64_t dim = 64, heads = 5, n = 150;
+  Keys keys(n, dim, n);
+  std::vector<float> q(static_cast<size_t>(heads * dim));
+  for (size_t i = 0; i < q.size(); ++i) q[i] = value(static_cast<int64_t>(i), 0.23, 1.0);
+  std::vector<float> all(static_cast<size_t>(heads * n));
+  transposed_scores(q.data(), heads, dim, keys.kt.data(), keys.ld, n, dim, all.data(), n);
+  for (int64_t first : {0, 1, 7, 16, 33, 100}) {
+    for (int64_t count : {1, 3, 16, 17, 40}) {
+      if (first + count > n) continue;
+      for (int64_t h0 : {0, 2, 4}) {
+        const int64_t nh = heads - h0;
+        std::vector<float> part(static_cast<size_t>(nh * count));
+        transposed_scores(&q[static_cast<size_t>(h0 * dim)], nh, dim, keys.kt.data() + first, keys.ld, count, dim, part.data(), count);
+        for (int64_t h = 0; h < nh; ++h) {
+          for (int64_t j = 0; j < count; ++j) {
+            INFO("first " << first << " count " << count << " h " << h0 + h << " j " << j);
+            CHECK(same_bits(part[static_cast<size_t>(h * count + j)], all[static_cast<size_t>((h0 + h) * n + first + j)]));
+          }
+        }
+      }
+    }
+  }
+}
+
+TEST_CASE("weighted_rows agrees with a double-precision reference", "[kernels]") {
+  for (int64_t dim : {1, 8, 16, 20, 64, 100, 512}) {
+    for (int64_t heads : {1, 3, 4, 5, 9}) {
+      for (int64_t n : {0, 1, 7, 128, 144}) {
+        Keys keys(n, dim, n);
+        const int64_t p_stride = n + 1, out_stride = dim + 3;
+        std::vector<float> p(static_cast<size_t>(heads * p_stride));
+        for (size_t i = 0; i < p.size(); ++i) p[i] = std::fabs(value(static_cast<int64_t>(i), 0.07, 0.1));
+        std::vector<float> out(static_cast<size_t>(heads * out_stride), -1.0f);
+        weighted_rows(p.data(), heads, p_stride, keys.pointers.data(), n, dim, out.data(), out_stride);
+        for (int64_t h = 0; h < heads; ++h) {
+          for (int64_t d = 0; d < out_stride; ++d) {
+            INFO("dim " << dim << " heads " << heads << " n " << n << " h " << h << " d " << d);
+            const float got = out[static_cast<size_t>(h * out_stride + d)];
+            if (d >= dim) {
+              CHECK(got == -1.0f);
+              continue;
+            }
+            double expected = 0, magnitude = 0;
+            float chain = 0.0f;
+            for (int64_t j = 0; j < n; ++j) {
+              const float a = p[static_cast<size_t>(h * p_stride + j)], b = keys.at(j, d);
+              expected += static_cast<double>(a) * b;
+              magnitude += std::fabs(static_cast<double>(a) * b);
+              chain = chain_step(chain, a, b);
+            }
+            CHECK(std::fabs(got - expected) <= error_bound(n, magnitude));
+            CHECK(same_bits(got, chain));
+          }
+        }
+      }
+    }
+  }
+}
+
+TEST_CASE("a weighted sum depends only on its weights and rows, not on the heads around it or where rows live", "[kernels]") {
+  const int64_t dim = 80, heads = 6, n = 130;
+  Keys keys(n, dim, n);
+  std::vector<float> p(static_cast<size_t>(heads * n));
+  for (size_t i = 0; i < p.size(); ++i) p[i] = std::fabs(value(static_cast<int64_t>(i), 0.19, 0.05));
+  std::vector<float> all(static_cast<size_t>(heads * dim));
+  weighted_rows(p.data(), heads, n, keys.pointers.data(), n, dim, all.data(), dim);
+  // The same rows copied elsewhere (misaligned), one head at a time and heads 1..5.
+  std::vector<float> copy(keys.rows.size() + 1);
+  std::memcpy(copy.data() + 1, keys.rows.data(), keys.rows.size() * sizeof(float));
+  std::vector<const float*> moved;
+  for (int64_t j = 0; j < n; ++j) moved.push_back(&copy[static_cast<size_t>(1 + j * dim)]);
+  for (int64_t h0 : {0, 1, 3, 5}) {
+    for (int64_t nh : {int64_t{1}, heads - h0}) {
+      std::vector<float> part(static_cast<size_t>(nh * dim));
+      weighted_rows(&p[static_cast<size_t>(h0 * n)], nh, n, moved.data(), n, dim, part.data(), dim);
+      for (int64_t h = 0; h < nh; ++h) {
+        for (int64_t d = 0; d < dim; ++d) {
+          INFO("h " << h0 + h << " d " << d);
+          CHECK(same_bits(part[static_cast<size_t>(h * dim + d)], all[static_cast<size_t>((h0 + h) * dim + d)]));
+        }
+      }
+    }
+  }
+}
+
+TEST_CASE("exp_floats gives std::exp's bits", "[kernels]") {
+  // Every 4099th bit pattern (all signs, exponents, NaNs and infinities), then every float in short
+  // ranges around glibc's special cases and the softmax's usual arguments.
+  std::vector<float> x;
+  for (uint64_t bits = 0; bits <= 0xFFFFFFFFu; bits += 4099) {
+    float v;
+    const auto b32 = static_cast<uint32_t>(bits);
+    std::memcpy(&v, &b32, sizeof v);
+    x.push_back(v);
+  }
+  for (float lo : {-104.0f, -88.5f, -20.0f, -1.0f, 88.0f}) {
+    for (float v = lo, end = lo + 0.25f; v < end; v = std::nextafter(v, 1e30f)) x.push_back(v);
+  }
+  std::vector<float> y(x.size());
+  exp_floats(x.data(), y.data(), static_cast<int64_t>(x.size()));
+  size_t mismatches = 0;
+  for (size_t i = 0; i < x.size(); ++i) {
+    const float expected = std::exp(x[i]);
+    if (!(same_bits(y[i], expected) || (std::isnan(y[i]) && std::isnan(expected)))) {
+      if (++mismatches <= 5) FAIL_CHECK("exp(" << x[i] << ") = " << y[i] << ", std::exp " << expected);
+    }
+  }
+  CHECK(mismatches == 0);
+  for (int64_t n : {1, 7, 9}) {  // partial groups, in place
+    std::vector<float> z(x.begin() + 1000, x.begin() + 1000 + n);
+    exp_floats(z.data(), z.data(), n);
+    for (int64_t i = 0; i < n; ++i) CHECK(same_bits(z[static_cast<size_t>(i)], y[static_cast<size_t>(1000 + i)]));
+  }
+}
+
+TEST_CASE("softmax_with_sink is the plain scalar softmax, bit for bit", "[kernels]") {
+  for (int64_t heads : {1, 3, 4, 9}) {
+    for (int64_t n : {0, 1, 5, 15, 16, 17, 31, 32, 100, 144}) {
+      const int64_t stride = n + 3;
+      std::vector<float> x(static_cast<size_t>(heads * stride), 123.0f), sinks;
+      for (int64_t h = 0; h < heads; ++h) {
+        sinks.push_back(std::vector<float>{-30.0f, 0.0f, 2.5f, 40.0f}[static_cast<size_t>(h % 4)]);
+        for (int64_t j = 0; j < n; ++j) x[static_cast<size_t>(h * stride + j)] = value(j + 7 * h, 0.9, 25.0 + 30.0 * static_cast<double>(h));
+      }
+      const float scale = 0.125f;
+      std::vector<float> expected = x;
+      for (int64_t h = 0; h < heads; ++h) {
+        // The reference: scale, max with the sink, exp, the sum in order with the sink's term last.
+        float* e = &expected[static_cast<size_t>(h * stride)];
+        const float sink = sinks[static_cast<size_t>(h)];
+        float m = sink;
+        for (int64_t j = 0; j < n; ++j) {
+          e[j] *= scale;
+          m = std::max(m, e[j]);
+        }
+        float denom = 0.0f;
+        for (int64_t j = 0; j < n; ++j) {
+          e[j] = std::exp(e[j] - m);
+          denom += e[j];
+        }
+        denom += std::exp(sink - m);
+        for (int64_t j = 0; j < n; ++j) e[j] /= denom;
+      }
+      softmax_with_sink(x.data(), heads, stride, n, scale, sinks.data());
+      for (size_t i = 0; i < x.size(); ++i) {
+        INFO("heads " << heads << " n " << n << " element " << i);
+        CHECK(same_bits(x[i], expected[i]));  // including the untouched padding between heads
+      }
+    }
+  }
+}
+
+}  // namespace
+}  // namespace hippo::kernels::cpu
