@@ -37,12 +37,19 @@ tokenizer::ChatOptions chat_options(const SessionSettings& settings, tokenizer::
   return options;
 }
 
-std::vector<tokenizer::Message> system_message(const SessionSettings& settings) {
-  if (settings.instructions.empty()) return {};
-  tokenizer::Message m;
-  m.role = tokenizer::Role::kSystem;
-  m.content = settings.instructions;
-  return {m};
+// What one response renders: the inputs, after the system block when they are the session's first.
+// A response and the log's replay of it both render through here, so they agree to the id.
+std::vector<tokenizer::Message> prompt_messages(const SessionSettings& settings, bool first,
+                                                const std::vector<tokenizer::Message>& inputs) {
+  std::vector<tokenizer::Message> messages;
+  if (first && !settings.instructions.empty()) {
+    tokenizer::Message m;
+    m.role = tokenizer::Role::kSystem;
+    m.content = settings.instructions;
+    messages.push_back(std::move(m));
+  }
+  messages.insert(messages.end(), inputs.begin(), inputs.end());
+  return messages;
 }
 
 }  // namespace
@@ -147,9 +154,8 @@ class AgentRuntime::Engine {
       return Status(ErrorCode::kResourceExhausted,
                     fmt::format("{} responses are queued already (the limit); try again later", queue_.size()));
     }
-    std::vector<tokenizer::Message> messages = s->n_tokens() == 0 && s->pending.empty() ? system_message(s->settings)
-                                                                                       : std::vector<tokenizer::Message>{};
-    messages.insert(messages.end(), s->inputs.begin(), s->inputs.end());
+    const std::vector<tokenizer::Message> messages =
+        prompt_messages(s->settings, s->n_tokens() == 0 && s->pending.empty(), s->inputs);
     // Render on a copy: a response refused for its length leaves the session as it was.
     tokenizer::ChatEncoder encoder = s->encoder;
     HIPPO_ASSIGN_OR_RETURN(tokenizer::ChatSuffix suffix, encoder.encode_chat_suffix(messages, true));
@@ -657,8 +663,7 @@ class AgentRuntime::Engine {
         if (row.role == kRoleTool) std::erase(s->open_calls, row.tool_calls);
         group.push_back(std::move(m));
       } else if (row.role == kRolePrompt) {
-        std::vector<tokenizer::Message> messages = ids.empty() ? system_message(settings) : std::vector<tokenizer::Message>{};
-        messages.insert(messages.end(), group.begin(), group.end());
+        const std::vector<tokenizer::Message> messages = prompt_messages(settings, ids.empty(), group);
         HIPPO_ASSIGN_OR_RETURN(tokenizer::ChatSuffix suffix, s->encoder.encode_chat_suffix(messages, true));
         if (suffix.ids != row.token_ids) {
           return Status(ErrorCode::kCorrupt,
