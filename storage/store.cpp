@@ -267,7 +267,9 @@ Result<std::vector<MessageRecord>> SessionStore::list_messages(std::string_view 
     m.created_at = select.column_int(6);
     const auto ids = select.column_blob(7);
     m.token_ids.resize(ids.size() / sizeof(std::int32_t));
-    std::memcpy(m.token_ids.data(), ids.data(), m.token_ids.size() * sizeof(std::int32_t));
+    if (!m.token_ids.empty()) {  // memcpy's pointers must be valid even for zero bytes
+      std::memcpy(m.token_ids.data(), ids.data(), m.token_ids.size() * sizeof(std::int32_t));
+    }
     messages.push_back(std::move(m));
   }
   return messages;
