@@ -38,6 +38,7 @@ struct ServeCommand {
   int io_threads = 2;
   int64_t max_output_tokens = 256;
   uint64_t max_outbound_bytes = uint64_t{8} << 20;
+  double stream_grace_seconds = 30;
 };
 
 // Writes the embedded default model once (to a temporary folder first, so that an interrupted
@@ -105,6 +106,7 @@ Status run_server(const ServeCommand& cmd, std::ostream& out) {
   options.io_threads = cmd.io_threads;
   options.default_max_output_tokens = cmd.max_output_tokens;
   options.max_outbound_bytes = cmd.max_outbound_bytes;
+  options.stream_grace = std::chrono::milliseconds(static_cast<int64_t>(cmd.stream_grace_seconds * 1000));
   Status result;
   {
     server::Server srv(*runtime, options);
@@ -146,6 +148,11 @@ void add_serve_command(CLI::App& app, Invocation& inv) {
                     "Unsent bytes a connection may queue before it is closed as too slow (e.g. 8MiB)")
       ->transform(CLI::AsSizeValue(false))
       ->check(CLI::PositiveNumber)
+      ->capture_default_str();
+  serve->add_option("--stream-grace", cmd->stream_grace_seconds,
+                    "Seconds a response keeps running after its WebSocket drops, for the client to reconnect "
+                    "(session.resume with after_seq); also how long finished responses stay replayable")
+      ->check(CLI::NonNegativeNumber)
       ->capture_default_str();
   serve->parse_complete_callback([&inv, cmd] {
     inv.action = [&inv, cmd] { return run_server(*cmd, *inv.out); };

@@ -175,6 +175,11 @@ ParsedEvent parse_client_event(std::string_view text, int64_t default_max_output
       case ClientEventType::kSessionCreate: ok = parse_session_create(f, e); break;
       case ClientEventType::kInputAppend: ok = parse_items(f, e); break;
       case ClientEventType::kResponseCreate: ok = parse_response_create(f, e, default_max_output_tokens); break;
+      case ClientEventType::kSessionResume:
+        e.after_seq = f.integer("after_seq");
+        if (f.ok() && e.after_seq && *e.after_seq < 0) f.fail("after_seq must be >= 0");
+        ok = f.ok();
+        break;
       default: break;
     }
   }

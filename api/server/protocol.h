@@ -8,6 +8,7 @@
 #include <boost/json/object.hpp>
 
 #include <cstdint>
+#include <optional>
 #include <string>
 #include <string_view>
 #include <vector>
@@ -21,6 +22,7 @@ inline constexpr std::string_view kUnknownType = "unknown_type";      // a type 
 inline constexpr std::string_view kInvalidField = "invalid_field";    // a field missing or of the wrong type/value
 inline constexpr std::string_view kBinaryFrame = "binary_frame";      // events are text frames
 inline constexpr std::string_view kShuttingDown = "shutting_down";    // the server is stopping
+inline constexpr std::string_view kStreamGap = "stream_gap";          // session.resume's after_seq cannot be replayed
 
 enum class ClientEventType {
   kSessionCreate,
@@ -40,6 +42,7 @@ struct ClientEvent {
   agents::SessionSettings settings;      // session.create
   std::vector<agents::InputItem> items;  // input.append
   agents::ResponseOptions response;      // response.create
+  std::optional<int64_t> after_seq;      // session.resume: replay the session's stream after this session_seq
 };
 
 struct ParseError {

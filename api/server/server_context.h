@@ -5,11 +5,13 @@
 
 #include "agents/runtime.h"
 #include "api/server/metrics.h"
+#include "api/server/session_streams.h"
 
 #include <boost/asio/io_context.hpp>
 #include <boost/asio/thread_pool.hpp>
 
 #include <atomic>
+#include <chrono>
 #include <cstdint>
 #include <map>
 #include <memory>
@@ -28,6 +30,10 @@ struct ServerOptions {
   size_t max_message_bytes = size_t{4} << 20;  // a WebSocket frame or an HTTP body
   size_t max_outbound_bytes = size_t{8} << 20;  // queued, unsent bytes per connection before it is closed
   int64_t default_max_output_tokens = 256;   // when a request gives none
+  // A response whose WebSocket dropped keeps running this long for a client to reattach
+  // (session.resume with after_seq); its stream's events stay replayable this long after it ends.
+  std::chrono::milliseconds stream_grace{30000};
+  size_t stream_replay_bytes = size_t{1} << 20;  // kept events per session stream
 };
 
 // A connection that shutdown can close (WebSocket: close code 1001; HTTP: the socket).
@@ -69,7 +75,11 @@ class ConnectionRegistry {
 
 struct ServerContext {
   ServerContext(agents::AgentRuntime& rt, ServerOptions opts, boost::asio::io_context& io)
-      : runtime(rt), options(std::move(opts)), ioc(io), runtime_calls(static_cast<size_t>(options.runtime_call_threads)) {}
+      : runtime(rt),
+        options(std::move(opts)),
+        ioc(io),
+        runtime_calls(static_cast<size_t>(options.runtime_call_threads)),
+        streams(options.stream_replay_bytes) {}
 
   agents::AgentRuntime& runtime;
   const ServerOptions options;
@@ -77,6 +87,7 @@ struct ServerContext {
   // AgentRuntime's methods block until the engine thread has done the work: they run here, never
   // on a socket thread. Each connection keeps its calls in order with a strand on this pool.
   boost::asio::thread_pool runtime_calls;
+  SessionStreams streams;  // each session's response events, replayable after a reconnect
   ServerCounters counters;
   ConnectionRegistry registry;
   std::atomic<bool> stopping{false};

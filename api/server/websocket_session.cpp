@@ -4,6 +4,7 @@
 #include "base/log.h"
 
 #include <boost/asio/post.hpp>
+#include <boost/asio/steady_timer.hpp>
 #include <boost/beast/core/buffers_to_string.hpp>
 #include <boost/beast/websocket.hpp>
 #include <boost/json/serialize.hpp>
@@ -15,6 +16,39 @@ namespace beast = boost::beast;
 namespace websocket = beast::websocket;
 namespace net = boost::asio;
 namespace json = boost::json;
+
+namespace {
+
+// Cancels the session's response once it has had no reader for the grace period (a reattached
+// reader that left again restarts the count).
+void cancel_when_abandoned(ServerContext& ctx, const std::string& session_id) {
+  const auto unattached = ctx.streams.unattached_for(session_id);
+  if (!unattached) return;  // it ended, or a client came back
+  const auto grace = std::chrono::duration_cast<SessionStreams::Clock::duration>(ctx.options.stream_grace);
+  if (*unattached >= grace) {
+    net::post(ctx.runtime_calls, [&ctx, session_id] {
+      log::info("no client came back for a running response; cancelling it", {{"session", session_id}});
+      Status st = ctx.runtime.cancel(session_id);
+      if (!st.ok()) log::debug("cancel after disconnect failed", {{"session", session_id}, {"error", st.to_string()}});
+    });
+    return;
+  }
+  auto timer = std::make_shared<net::steady_timer>(ctx.ioc, grace - *unattached);
+  timer->async_wait([timer, &ctx, session_id](const boost::system::error_code& ec) {
+    if (!ec) cancel_when_abandoned(ctx, session_id);
+  });
+}
+
+// A finished response's events stay replayable for the grace period, for a client that lost its
+// connection just before the end.
+void forget_stream_after_grace(ServerContext& ctx, const std::string& session_id, int64_t through_seq) {
+  auto timer = std::make_shared<net::steady_timer>(ctx.ioc, ctx.options.stream_grace);
+  timer->async_wait([timer, &ctx, session_id, through_seq](const boost::system::error_code& ec) {
+    if (!ec) ctx.streams.trim(session_id, through_seq);
+  });
+}
+
+}  // namespace
 
 WebSocketSession::WebSocketSession(ServerContext& ctx, beast::tcp_stream&& stream)
     : ctx_(ctx),
@@ -123,7 +157,21 @@ void WebSocketSession::execute(const protocol::ClientEvent& e) {
     case protocol::ClientEventType::kSessionResume: {
       Result<agents::SessionView> view = rt.session(sid);
       if (!view.ok()) return fail(view.status());
-      return reply(protocol::session_view_event("session.resumed", *view));
+      // The answer goes out before the replayed events, and says where the stream stands.
+      Result<int64_t> attached = ctx_.streams.attach(sid, registry_id_, stream_deliver(), e.after_seq, [&](int64_t last) {
+        json::object answer = protocol::session_view_event("session.resumed", *view);
+        answer["session_seq"] = last;
+        post_io([self, answer = std::move(answer), sid, eid]() mutable {
+          self->attached_.insert(sid);
+          self->send(std::move(answer), eid);
+        });
+      });
+      if (!attached.ok()) {
+        return post_io([self, message = attached.status().message(), eid] {
+          self->send_error(protocol::kStreamGap, message, eid);
+        });
+      }
+      return;
     }
     case protocol::ClientEventType::kInputAppend: {
       Status st = rt.append_input(sid, e.items);
@@ -132,27 +180,30 @@ void WebSocketSession::execute(const protocol::ClientEvent& e) {
     }
     case protocol::ClientEventType::kResponseCreate: {
       const std::string rid = ctx_.new_response_id();
-      std::weak_ptr<WebSocketSession> weak = self;
-      auto exec = ws_.get_executor();
-      auto gate = std::make_shared<EventGate>([weak, exec, sid, rid, eid, &counters = ctx_.counters](const agents::ResponseEvent& event) {
-        // Counted here: the connection may be gone when the last event arrives.
+      // This connection reads the session's stream from here on.
+      Result<int64_t> attached = ctx_.streams.attach(sid, registry_id_, stream_deliver(), std::nullopt, [&](int64_t) {
+        post_io([self, sid] { self->attached_.insert(sid); });
+      });
+      if (!attached.ok()) return fail(attached.status());
+      auto gate = std::make_shared<EventGate>([&ctx = ctx_, sid, rid, eid](const agents::ResponseEvent& event) {
+        const bool last = event.kind == agents::ResponseEvent::Kind::kCompleted || event.kind == agents::ResponseEvent::Kind::kFailed;
         if (event.kind == agents::ResponseEvent::Kind::kCompleted) {
-          counters.responses_completed_total.fetch_add(1);
-          counters.output_tokens_total.fetch_add(event.usage.output_tokens);
+          ctx.counters.responses_completed_total.fetch_add(1);
+          ctx.counters.output_tokens_total.fetch_add(event.usage.output_tokens);
         } else if (event.kind == agents::ResponseEvent::Kind::kFailed) {
-          counters.responses_failed_total.fetch_add(1);
+          ctx.counters.responses_failed_total.fetch_add(1);
         }
-        net::post(exec, [weak, event, sid, rid, eid] {
-          if (auto s = weak.lock()) s->on_response_event(event, sid, rid, eid);
-        });
+        json::object out = protocol::response_event(event, sid, rid);
+        if (!eid.empty()) out["event_id"] = eid;
+        const int64_t seq = ctx.streams.publish(sid, std::move(out), last ? SessionStreams::Phase::kEnd : SessionStreams::Phase::kDuring);
+        if (last) forget_stream_after_grace(ctx, sid, seq);
       });
       Status st = rt.create_response(sid, e.response, EventGate::sink(gate));
       if (!st.ok()) return fail(st);
       gate->open([&] {
-        post_io([self, sid, rid, eid] {
-          self->running_.insert(sid);
-          self->send(protocol::response_created_event(sid, rid), eid);
-        });
+        json::object created = protocol::response_created_event(sid, rid);
+        if (!eid.empty()) created["event_id"] = eid;
+        ctx_.streams.publish(sid, std::move(created), SessionStreams::Phase::kStart);
       });
       return;
     }
@@ -172,16 +223,18 @@ void WebSocketSession::execute(const protocol::ClientEvent& e) {
     case protocol::ClientEventType::kSessionClose: {
       Status st = rt.close_session(sid);
       if (!st.ok()) return fail(st);
+      ctx_.streams.forget(sid);
       return reply(protocol::session_event("session.closed", sid));
     }
   }
 }
 
-void WebSocketSession::on_response_event(const agents::ResponseEvent& event, const std::string& session_id,
-                                         const std::string& response_id, const std::string& event_id) {
-  if (event.kind == agents::ResponseEvent::Kind::kCompleted || event.kind == agents::ResponseEvent::Kind::kFailed)
-    running_.erase(session_id);
-  send(protocol::response_event(event, session_id, response_id), event_id);
+SessionStreams::Deliver WebSocketSession::stream_deliver() {
+  return [weak = weak_from_this(), exec = ws_.get_executor()](json::object event) {
+    net::post(exec, [weak, event = std::move(event)]() mutable {
+      if (auto s = weak.lock()) s->send(std::move(event), {});  // event_id is in the event
+    });
+  };
 }
 
 void WebSocketSession::send(json::object event, const std::string& event_id) {
@@ -275,14 +328,17 @@ void WebSocketSession::finished() {
   finished_ = true;
   closing_ = true;
   ctx_.registry.remove(registry_id_);
-  for (const std::string& sid : running_) {
-    net::post(ctx_.runtime_calls, [&rt = ctx_.runtime, sid] {
-      Status st = rt.cancel(sid);
-      if (!st.ok()) log::debug("cancel after disconnect failed", {{"session", sid}, {"error", st.to_string()}});
-    });
+  size_t abandoned = 0;
+  for (const std::string& sid : attached_) {
+    if (!ctx_.streams.detach(sid, registry_id_) || !ctx_.streams.unattached_for(sid)) continue;
+    ++abandoned;
+    cancel_when_abandoned(ctx_, sid);
   }
-  if (!running_.empty()) log::info("websocket client gone; its responses are cancelled", {{"connection", registry_id_}, {"responses", running_.size()}});
-  running_.clear();
+  if (abandoned > 0)
+    log::info("websocket client gone; its running responses wait for a reconnect, then are cancelled",
+              {{"connection", registry_id_}, {"responses", abandoned},
+               {"grace_ms", static_cast<int64_t>(ctx_.options.stream_grace.count())}});
+  attached_.clear();
 }
 
 }  // namespace hippo::server

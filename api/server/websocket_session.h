@@ -3,8 +3,11 @@
 // from a bounded outbound queue. Any number of sessions can be used on one connection. A client
 // that reads so slowly that more than ServerOptions::max_outbound_bytes wait unsent is closed with
 // code 1008 (policy violation); a frame over max_message_bytes closes with 1009; server shutdown
-// closes with 1001 after the queued events are sent. When the connection ends, the responses it
-// started are cancelled; its sessions stay (they are durable: session.resume finds them).
+// closes with 1001 after the queued events are sent. A session's response events come through its
+// stream (session_streams.h), which this connection reads from response.create or session.resume
+// on. When the connection ends, a response still running gets ServerOptions::stream_grace for a
+// client to reattach with session.resume and after_seq; then it is cancelled. Sessions stay (they
+// are durable: session.resume finds them).
 #pragma once
 
 #include "api/server/protocol.h"
@@ -45,8 +48,8 @@ class WebSocketSession : public Connection, public std::enable_shared_from_this<
   void handle_text(std::string_view text);
   // Runs one valid client event on the runtime (pool thread).
   void execute(const protocol::ClientEvent& event);
-  void on_response_event(const agents::ResponseEvent& event, const std::string& session_id,
-                         const std::string& response_id, const std::string& event_id);
+  // What the session streams deliver to: posts to this connection's strand.
+  SessionStreams::Deliver stream_deliver();
   template <typename Fn>
   void post_io(Fn fn);
 
@@ -60,7 +63,7 @@ class WebSocketSession : public Connection, public std::enable_shared_from_this<
   // drain: send what is queued first (shutdown); otherwise drop it (a slow client).
   void close(boost::beast::websocket::close_code code, std::string reason, bool drain);
   void start_close();
-  void finished();  // the connection is over: cancel its responses, leave the registry
+  void finished();  // the connection is over: leave its streams and the registry
 
   ServerContext& ctx_;
   boost::beast::websocket::stream<boost::beast::tcp_stream> ws_;
@@ -76,7 +79,7 @@ class WebSocketSession : public Connection, public std::enable_shared_from_this<
   bool close_started_ = false;
   bool finished_ = false;
   std::optional<boost::beast::websocket::close_reason> pending_close_;
-  std::set<std::string> running_;  // sessions with a response this connection started
+  std::set<std::string> attached_;  // sessions whose stream this connection reads (strand only)
 };
 
 }  // namespace hippo::server

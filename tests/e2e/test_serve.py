@@ -14,6 +14,7 @@ import websockets
 from serve_helpers import HIPPO, Server, make_checkpoint
 
 TIMEOUT = 60
+STREAM_GRACE = 2  # seconds a dropped client's response waits for it (--stream-grace)
 
 
 @pytest.fixture(scope="module")
@@ -24,7 +25,7 @@ def checkpoint(tmp_path_factory):
 @pytest.fixture(scope="module")
 def server(checkpoint, tmp_path_factory):
     work = tmp_path_factory.mktemp("serve")
-    with Server(work, "--model", str(checkpoint), "--db", str(work / "hippo.db")) as s:
+    with Server(work, "--model", str(checkpoint), "--db", str(work / "hippo.db"), "--stream-grace", str(STREAM_GRACE)) as s:
         yield s
         assert s.stop() == 0, s.log()
 
@@ -195,24 +196,78 @@ def test_cancel_ends_a_response_as_cancelled(server):
     run(main())
 
 
-def test_a_client_that_leaves_cancels_its_responses(server):
+def test_a_reconnecting_client_resumes_the_stream_where_it_left(server):
+    prompt = "Tell me everything about hippos."
+
+    async def main():
+        # The uninterrupted answer (greedy, so the interrupted one must equal it).
+        async with websockets.connect(server.ws) as ws:
+            c = Client(ws)
+            ref = await c.create_session()
+            await c.append(ref, prompt)
+            await c.expect("response.created", type="response.create", session_id=ref, max_output_tokens=300)
+            ref_events = await c.until_done()
+            expected = "".join(e["delta"] for e in ref_events if e["type"] == "response.output_text.delta")
+        async with websockets.connect(server.ws) as ws:
+            c = Client(ws)
+            sid = await c.create_session()
+            await c.append(sid, prompt)
+            created = await c.expect("response.created", type="response.create", session_id=sid,
+                                     max_output_tokens=300, event_id="r")
+            last_seen = created["session_seq"]
+            text = ""
+            for _ in range(3):
+                e = await c.recv()
+                assert e["type"] == "response.output_text.delta" and e["session_seq"] == last_seen + 1, e
+                last_seen = e["session_seq"]
+                text += e["delta"]
+        # The connection dropped mid-response; the response runs on and a new connection picks it up.
+        async with websockets.connect(server.ws) as ws:
+            c = Client(ws)
+            view = await c.expect("session.resumed", type="session.resume", session_id=sid, after_seq=last_seen)
+            assert view["session_seq"] >= last_seen
+            events = await c.until_done(sid)
+            assert [e["session_seq"] for e in events] == list(range(last_seen + 1, last_seen + 1 + len(events)))
+            assert all(e["event_id"] == "r" and e["response_id"] == created["response_id"] for e in events)
+            text += "".join(e["delta"] for e in events if e["type"] == "response.output_text.delta")
+            assert events[-1]["type"] == "response.completed"
+            assert events[-1]["finish_reason"] == ref_events[-1]["finish_reason"] != "cancelled"
+            assert text == expected
+            end_seq = events[-1]["session_seq"]
+            # A finished response stays replayable for the grace period; a seq past the stream is refused.
+            again = await c.expect("session.resumed", type="session.resume", session_id=sid, after_seq=end_seq - 2)
+            assert again["session_seq"] == end_seq
+            assert [(await c.recv())["session_seq"] for _ in range(2)] == [end_seq - 1, end_seq]
+            err = await c.expect("error", type="session.resume", session_id=sid, after_seq=end_seq + 5)
+            assert err["code"] == "stream_gap"
+
+    run(main())
+
+
+def test_a_response_nobody_comes_back_for_is_cancelled_after_the_grace_period(server):
     async def main():
         async with websockets.connect(server.ws) as ws:
             c = Client(ws)
             sid = await c.create_session()
             await c.append(sid, "Talk for a long time.")
             await c.expect("response.created", type="response.create", session_id=sid, max_output_tokens=20000)
-            assert (await c.recv())["type"] == "response.output_text.delta"
-        # The connection is gone; the session is not: another connection continues it.
-        for _ in range(200):
+            last_seen = (await c.recv())["session_seq"]
+        left = asyncio.get_running_loop().time()
+        await asyncio.sleep(STREAM_GRACE / 4)
+        assert metric(server, "hippo_running_responses") == 1  # still waiting for its client
+        for _ in range(400):
             if metric(server, "hippo_running_responses") == 0:
                 break
             await asyncio.sleep(0.05)
         assert metric(server, "hippo_running_responses") == 0
+        assert asyncio.get_running_loop().time() - left >= STREAM_GRACE * 0.9
+        # The session is not gone: its stream tells how the response ended, and it takes the next turn.
         async with websockets.connect(server.ws) as ws:
             c = Client(ws)
-            view = await c.expect("session.resumed", type="session.resume", session_id=sid)
+            view = await c.expect("session.resumed", type="session.resume", session_id=sid, after_seq=last_seen)
             assert view["status"] in ("ready", "swapped") and view["n_tokens"] > 0
+            done = (await c.until_done(sid))[-1]
+            assert done["type"] == "response.completed" and done["finish_reason"] == "cancelled"
             await c.append(sid, "Go on.")
             await c.expect("response.created", type="response.create", session_id=sid, max_output_tokens=2)
             assert (await c.until_done())[-1]["type"] == "response.completed"
