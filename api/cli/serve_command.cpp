@@ -39,6 +39,8 @@ struct ServeCommand {
   int64_t max_output_tokens = 256;
   uint64_t max_outbound_bytes = uint64_t{8} << 20;
   double stream_grace_seconds = 30;
+  std::string tls_cert;
+  std::string tls_key;
 };
 
 // Writes the embedded default model once (to a temporary folder first, so that an interrupted
@@ -106,13 +108,15 @@ Status run_server(const ServeCommand& cmd, std::ostream& out) {
   options.io_threads = cmd.io_threads;
   options.default_max_output_tokens = cmd.max_output_tokens;
   options.max_outbound_bytes = cmd.max_outbound_bytes;
+  options.tls_cert_file = cmd.tls_cert;
+  options.tls_key_file = cmd.tls_key;
   options.stream_grace = std::chrono::milliseconds(static_cast<int64_t>(cmd.stream_grace_seconds * 1000));
   Status result;
   {
     server::Server srv(*runtime, options);
     HIPPO_ASSIGN_OR_RETURN(uint16_t port, srv.listen());
     const std::string host = cmd.bind.find(':') != std::string::npos ? "[" + cmd.bind + "]" : cmd.bind;
-    const std::string url = fmt::format("http://{}:{}", host, port);
+    const std::string url = fmt::format("{}://{}:{}", cmd.tls_cert.empty() ? "http" : "https", host, port);
     log::info("listening", {{"url", url}, {"model", options.model_id}});
     out << "listening on " << url << std::endl;
     result = srv.run();
@@ -154,6 +158,8 @@ void add_serve_command(CLI::App& app, Invocation& inv) {
                     "(session.resume with after_seq); also how long finished responses stay replayable")
       ->check(CLI::NonNegativeNumber)
       ->capture_default_str();
+  serve->add_option("--tls-cert", cmd->tls_cert, "PEM certificate chain: serve HTTPS and wss:// (with --tls-key)");
+  serve->add_option("--tls-key", cmd->tls_key, "PEM private key of --tls-cert");
   serve->parse_complete_callback([&inv, cmd] {
     inv.action = [&inv, cmd] { return run_server(*cmd, *inv.out); };
   });

@@ -31,7 +31,8 @@ std::string chunk_frame(std::string_view data) { return fmt::format("{:x}\r\n{}\
 
 }  // namespace
 
-HttpSession::HttpSession(ServerContext& ctx, net::ip::tcp::socket&& socket) : ctx_(ctx), stream_(std::move(socket)) {
+HttpSession::HttpSession(ServerContext& ctx, net::ip::tcp::socket&& socket)
+    : ctx_(ctx), stream_(std::move(socket), ctx.tls.get()) {
   ctx_.counters.connections_total.fetch_add(1);
   ctx_.counters.connections_open.fetch_add(1);
 }
@@ -48,7 +49,22 @@ void HttpSession::post_io(Fn fn) {
 
 void HttpSession::run() {
   registry_id_ = ctx_.registry.add(weak_from_this());
-  post_io([self = shared_from_this()] { self->do_read(); });
+  post_io([self = shared_from_this()] {
+    if (self->stream_.is_tls()) self->handshake();
+    else self->do_read();
+  });
+}
+
+void HttpSession::handshake() {
+  stream_.next_layer().expires_after(kIoTimeout);
+  stream_.tls().async_handshake(net::ssl::stream_base::server, [self = shared_from_this()](beast::error_code ec) {
+    if (ec) {
+      self->ctx_.counters.tls_handshake_failures_total.fetch_add(1);
+      log::debug("tls handshake failed", {{"connection", self->registry_id_}, {"error", ec.message()}});
+      return self->close_socket();
+    }
+    self->do_read();
+  });
 }
 
 void HttpSession::close_for_shutdown() {
@@ -74,7 +90,7 @@ void HttpSession::do_read() {
   busy_ = false;
   parser_.emplace();
   parser_->body_limit(ctx_.options.max_message_bytes);
-  stream_.expires_after(kIoTimeout);
+  stream_.next_layer().expires_after(kIoTimeout);
   http::async_read(stream_, buffer_, *parser_, beast::bind_front_handler(&HttpSession::on_read, shared_from_this()));
 }
 
@@ -155,7 +171,7 @@ void HttpSession::respond(unsigned status, std::string_view content_type, std::s
   res->keep_alive(keep_alive_);
   res->body() = std::move(body);
   res->prepare_payload();
-  stream_.expires_after(kIoTimeout);
+  stream_.next_layer().expires_after(kIoTimeout);
   http::async_write(stream_, *res,
                     [self = shared_from_this(), res](beast::error_code ec, size_t n) {
                       self->on_responded(res->need_eof(), ec, n);
@@ -294,7 +310,7 @@ void HttpSession::stream_write(std::string piece) {
 
 void HttpSession::do_stream_write() {
   writing_ = true;
-  stream_.expires_after(kIoTimeout);
+  stream_.next_layer().expires_after(kIoTimeout);
   net::async_write(stream_, net::buffer(out_.front()),
                    beast::bind_front_handler(&HttpSession::on_stream_write, shared_from_this()));
 }

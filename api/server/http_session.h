@@ -3,12 +3,12 @@
 // a bounded outbound queue), and hands an upgrade request on /v1/agents to a WebSocketSession.
 #pragma once
 
+#include "api/server/connection_stream.h"
 #include "api/server/openai_chat.h"
 #include "api/server/server_context.h"
 
 #include <boost/asio/ip/tcp.hpp>
 #include <boost/beast/core/flat_buffer.hpp>
-#include <boost/beast/core/tcp_stream.hpp>
 #include <boost/beast/http/message.hpp>
 #include <boost/beast/http/parser.hpp>
 #include <boost/beast/http/string_body.hpp>
@@ -31,6 +31,7 @@ class HttpSession : public Connection, public std::enable_shared_from_this<HttpS
  private:
   using Request = boost::beast::http::request<boost::beast::http::string_body>;
 
+  void handshake();  // TLS only
   void do_read();
   void on_read(boost::beast::error_code ec, size_t bytes);
   void route(const Request& request);
@@ -51,7 +52,7 @@ class HttpSession : public Connection, public std::enable_shared_from_this<HttpS
   void post_io(Fn fn);
 
   ServerContext& ctx_;
-  boost::beast::tcp_stream stream_;
+  ConnectionStream stream_;
   boost::beast::flat_buffer buffer_;
   std::optional<boost::beast::http::request_parser<boost::beast::http::string_body>> parser_;
   uint64_t registry_id_ = 0;

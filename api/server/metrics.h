@@ -21,6 +21,7 @@ struct ServerCounters {
   std::atomic<int64_t> responses_failed_total{0};
   std::atomic<int64_t> output_tokens_total{0};
   std::atomic<int64_t> slow_client_closes_total{0};  // closed because the outbound queue overflowed
+  std::atomic<int64_t> tls_handshake_failures_total{0};
 };
 
 std::string prometheus_text(const agents::RuntimeStats& stats, const ServerCounters& counters);

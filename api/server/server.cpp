@@ -24,7 +24,27 @@ Server::~Server() {
   ctx_->runtime_calls.join();
 }
 
-Result<uint16_t> Server::listen() { return listener_->open(); }
+Result<uint16_t> Server::listen() {
+  const ServerOptions& o = ctx_->options;
+  if (o.tls_cert_file.empty() != o.tls_key_file.empty())
+    return make_error(ErrorCode::kInvalidArgument, "TLS needs both --tls-cert and --tls-key");
+  if (!o.tls_cert_file.empty()) {
+    auto tls = std::make_unique<net::ssl::context>(net::ssl::context::tls_server);
+    tls->set_options(net::ssl::context::default_workarounds | net::ssl::context::no_sslv2 |
+                     net::ssl::context::no_sslv3 | net::ssl::context::no_tlsv1 | net::ssl::context::no_tlsv1_1);
+    boost::system::error_code ec;
+    if (tls->use_certificate_chain_file(o.tls_cert_file, ec); ec)
+      return make_error(ErrorCode::kInvalidArgument, "--tls-cert {}: {}", o.tls_cert_file, ec.message());
+    if (tls->use_private_key_file(o.tls_key_file, net::ssl::context::pem, ec); ec)
+      return make_error(ErrorCode::kInvalidArgument, "--tls-key {}: {} (it must be the PEM private key of --tls-cert {})",
+                        o.tls_key_file, ec.message(), o.tls_cert_file);
+    if (SSL_CTX_check_private_key(tls->native_handle()) != 1)
+      return make_error(ErrorCode::kInvalidArgument, "--tls-key {} is not the private key of --tls-cert {}",
+                        o.tls_key_file, o.tls_cert_file);
+    ctx_->tls = std::move(tls);
+  }
+  return listener_->open();
+}
 
 Status Server::run() {
   std::function<void(const boost::system::error_code&, int)> on_signal = [&](const boost::system::error_code& ec, int sig) {

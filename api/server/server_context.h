@@ -8,6 +8,7 @@
 #include "api/server/session_streams.h"
 
 #include <boost/asio/io_context.hpp>
+#include <boost/asio/ssl/context.hpp>
 #include <boost/asio/thread_pool.hpp>
 
 #include <atomic>
@@ -34,6 +35,9 @@ struct ServerOptions {
   // (session.resume with after_seq); its stream's events stay replayable this long after it ends.
   std::chrono::milliseconds stream_grace{30000};
   size_t stream_replay_bytes = size_t{1} << 20;  // kept events per session stream
+  // TLS: both set, or neither (plain TCP). PEM files: the certificate chain and its private key.
+  std::string tls_cert_file;
+  std::string tls_key_file;
 };
 
 // A connection that shutdown can close (WebSocket: close code 1001; HTTP: the socket).
@@ -84,6 +88,7 @@ struct ServerContext {
   agents::AgentRuntime& runtime;
   const ServerOptions options;
   boost::asio::io_context& ioc;
+  std::unique_ptr<boost::asio::ssl::context> tls;  // null: plain TCP (Server::listen() loads it)
   // AgentRuntime's methods block until the engine thread has done the work: they run here, never
   // on a socket thread. Each connection keeps its calls in order with a strand on this pool.
   boost::asio::thread_pool runtime_calls;

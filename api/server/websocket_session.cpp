@@ -50,7 +50,7 @@ void forget_stream_after_grace(ServerContext& ctx, const std::string& session_id
 
 }  // namespace
 
-WebSocketSession::WebSocketSession(ServerContext& ctx, beast::tcp_stream&& stream)
+WebSocketSession::WebSocketSession(ServerContext& ctx, ConnectionStream&& stream)
     : ctx_(ctx),
       ws_(std::move(stream)),
       calls_(net::make_strand(ctx.runtime_calls)),

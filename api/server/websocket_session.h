@@ -10,13 +10,13 @@
 // are durable: session.resume finds them).
 #pragma once
 
+#include "api/server/connection_stream.h"
 #include "api/server/protocol.h"
 #include "api/server/server_context.h"
 
 #include <boost/asio/steady_timer.hpp>
 #include <boost/asio/strand.hpp>
 #include <boost/beast/core/flat_buffer.hpp>
-#include <boost/beast/core/tcp_stream.hpp>
 #include <boost/beast/http/message.hpp>
 #include <boost/beast/http/string_body.hpp>
 #include <boost/beast/websocket/stream.hpp>
@@ -32,7 +32,7 @@ namespace hippo::server {
 
 class WebSocketSession : public Connection, public std::enable_shared_from_this<WebSocketSession> {
  public:
-  WebSocketSession(ServerContext& ctx, boost::beast::tcp_stream&& stream);
+  WebSocketSession(ServerContext& ctx, ConnectionStream&& stream);
   ~WebSocketSession() override;
 
   // Answers the upgrade request, then reads events until the connection ends.
@@ -66,7 +66,7 @@ class WebSocketSession : public Connection, public std::enable_shared_from_this<
   void finished();  // the connection is over: leave its streams and the registry
 
   ServerContext& ctx_;
-  boost::beast::websocket::stream<boost::beast::tcp_stream> ws_;
+  boost::beast::websocket::stream<ConnectionStream> ws_;
   boost::asio::strand<boost::asio::thread_pool::executor_type> calls_;
   boost::asio::steady_timer close_guard_;
   boost::beast::flat_buffer buffer_;

@@ -38,7 +38,7 @@ class Server:
         self.port = None
         deadline = time.monotonic() + 120
         while time.monotonic() < deadline:
-            m = re.search(r"listening on http://[^:]+:(\d+)", self.stdout_path.read_text())
+            m = re.search(r"listening on https?://[^:]+:(\d+)", self.stdout_path.read_text())
             if m:
                 self.port = int(m.group(1))
                 break
