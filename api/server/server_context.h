@@ -1,10 +1,13 @@
-// What every connection of the server shares: the runtime, the options, the counters, the pool
-// that makes the runtime's blocking calls, and the registry of open connections (so that shutdown
-// can close them).
+// What every connection of the server shares: the runtime, the authenticator, the options, the
+// counters, the tenants' limits and session owners, the pool that makes the runtime's blocking
+// calls, and the registry of open connections (so that shutdown can close them).
 #pragma once
 
 #include "agents/runtime.h"
+#include "api/server/auth.h"
 #include "api/server/metrics.h"
+#include "api/server/session_access.h"
+#include "api/server/tenant_limits.h"
 
 #include <boost/asio/io_context.hpp>
 #include <boost/asio/thread_pool.hpp>
@@ -68,16 +71,23 @@ class ConnectionRegistry {
 };
 
 struct ServerContext {
-  ServerContext(agents::AgentRuntime& rt, ServerOptions opts, boost::asio::io_context& io)
-      : runtime(rt), options(std::move(opts)), ioc(io), runtime_calls(static_cast<size_t>(options.runtime_call_threads)) {}
+  ServerContext(agents::AgentRuntime& rt, Authenticator& authenticator, ServerOptions opts, boost::asio::io_context& io)
+      : runtime(rt),
+        auth(authenticator),
+        options(std::move(opts)),
+        ioc(io),
+        runtime_calls(static_cast<size_t>(options.runtime_call_threads)) {}
 
   agents::AgentRuntime& runtime;
+  Authenticator& auth;
   const ServerOptions options;
   boost::asio::io_context& ioc;
   // AgentRuntime's methods block until the engine thread has done the work: they run here, never
   // on a socket thread. Each connection keeps its calls in order with a strand on this pool.
   boost::asio::thread_pool runtime_calls;
   ServerCounters counters;
+  TenantLimits limits{counters};
+  SessionAccess access;
   ConnectionRegistry registry;
   std::atomic<bool> stopping{false};
   std::atomic<uint64_t> next_response_id{1};

@@ -16,8 +16,9 @@ namespace websocket = beast::websocket;
 namespace net = boost::asio;
 namespace json = boost::json;
 
-WebSocketSession::WebSocketSession(ServerContext& ctx, beast::tcp_stream&& stream)
+WebSocketSession::WebSocketSession(ServerContext& ctx, beast::tcp_stream&& stream, Tenant tenant)
     : ctx_(ctx),
+      tenant_(std::move(tenant)),
       ws_(std::move(stream)),
       calls_(net::make_strand(ctx.runtime_calls)),
       close_guard_(ws_.get_executor()) {
@@ -57,7 +58,7 @@ void WebSocketSession::on_accept(beast::error_code ec) {
     finished();
     return;
   }
-  log::debug("websocket connected", {{"connection", registry_id_}});
+  log::debug("websocket connected", {{"connection", registry_id_}, {"tenant", tenant_.name}});
   do_read();
 }
 
@@ -112,13 +113,31 @@ void WebSocketSession::execute(const protocol::ClientEvent& e) {
   auto reply = [&](json::object event) {
     post_io([self, event = std::move(event), eid]() mutable { self->send(std::move(event), eid); });
   };
+  auto refuse = [&](Refusal refusal) {
+    post_io([self, refusal = std::move(refusal), eid] { self->send_refusal(refusal, eid); });
+  };
+  // Every event on an existing session first checks that it is this tenant's.
+  if (e.type != protocol::ClientEventType::kSessionCreate) {
+    if (Status owned = ctx_.access.check(rt, tenant_, sid); !owned.ok()) return fail(owned);
+  }
 
   switch (e.type) {
     case protocol::ClientEventType::kSessionCreate: {
-      Result<std::string> id = rt.create_session(e.settings);
+      Result<std::string> id = Status(ErrorCode::kInternal, "no session was created");
+      if (auto refused = ctx_.limits.open_session(rt, tenant_, [&] { id = rt.create_session(e.settings, {}, tenant_.id); }))
+        return refuse(std::move(*refused));
       if (!id.ok()) return fail(id.status());
-      log::info("session created", {{"session", *id}, {"connection", registry_id_}});
+      ctx_.access.remember(*id, tenant_.id);
+      log::info("session created", {{"session", *id}, {"tenant", tenant_.name}, {"connection", registry_id_}});
       return reply(protocol::session_event("session.created", *id));
+    }
+    case protocol::ClientEventType::kSessionFork: {
+      Result<std::string> id = Status(ErrorCode::kInternal, "no session was created");
+      if (auto refused = ctx_.limits.open_session(rt, tenant_, [&] { id = rt.fork_session(sid); }))
+        return refuse(std::move(*refused));
+      if (!id.ok()) return fail(id.status());
+      ctx_.access.remember(*id, tenant_.id);
+      return reply(protocol::session_forked_event(*id, sid));
     }
     case protocol::ClientEventType::kSessionResume: {
       Result<agents::SessionView> view = rt.session(sid);
@@ -131,10 +150,12 @@ void WebSocketSession::execute(const protocol::ClientEvent& e) {
       return reply(protocol::input_appended_event(sid, e.items.size()));
     }
     case protocol::ClientEventType::kResponseCreate: {
+      if (auto refused = ctx_.limits.admit_response(tenant_)) return refuse(std::move(*refused));
       const std::string rid = ctx_.new_response_id();
       std::weak_ptr<WebSocketSession> weak = self;
       auto exec = ws_.get_executor();
-      auto gate = std::make_shared<EventGate>([weak, exec, sid, rid, eid, &counters = ctx_.counters](const agents::ResponseEvent& event) {
+      auto gate = std::make_shared<EventGate>([weak, exec, sid, rid, eid, &counters = ctx_.counters,
+                                               &limits = ctx_.limits, tenant = tenant_](const agents::ResponseEvent& event) {
         // Counted here: the connection may be gone when the last event arrives.
         if (event.kind == agents::ResponseEvent::Kind::kCompleted) {
           counters.responses_completed_total.fetch_add(1);
@@ -142,6 +163,8 @@ void WebSocketSession::execute(const protocol::ClientEvent& e) {
         } else if (event.kind == agents::ResponseEvent::Kind::kFailed) {
           counters.responses_failed_total.fetch_add(1);
         }
+        if (event.kind == agents::ResponseEvent::Kind::kCompleted || event.kind == agents::ResponseEvent::Kind::kFailed)
+          limits.charge(tenant, event.usage.input_tokens + event.usage.output_tokens);
         net::post(exec, [weak, event, sid, rid, eid] {
           if (auto s = weak.lock()) s->on_response_event(event, sid, rid, eid);
         });
@@ -198,6 +221,11 @@ void WebSocketSession::send_error(std::string_view code, std::string_view messag
 
 void WebSocketSession::send_status_error(const Status& status, const std::string& event_id) {
   send_error(error_code_name(status.code()), status.message(), event_id);
+}
+
+void WebSocketSession::send_refusal(const Refusal& refusal, const std::string& event_id) {
+  ctx_.counters.protocol_errors_total.fetch_add(1);
+  send(protocol::error_event(refusal.code, refusal.message, refusal.retry_after_seconds), event_id);
 }
 
 void WebSocketSession::enqueue(std::string frame) {

@@ -4,7 +4,9 @@
 // that reads so slowly that more than ServerOptions::max_outbound_bytes wait unsent is closed with
 // code 1008 (policy violation); a frame over max_message_bytes closes with 1009; server shutdown
 // closes with 1001 after the queued events are sent. When the connection ends, the responses it
-// started are cancelled; its sessions stay (they are durable: session.resume finds them).
+// started are cancelled; its sessions stay (they are durable: session.resume finds them). The
+// connection acts for the tenant whose API key opened it: it sees only that tenant's sessions and
+// works within that tenant's limits.
 #pragma once
 
 #include "api/server/protocol.h"
@@ -29,7 +31,7 @@ namespace hippo::server {
 
 class WebSocketSession : public Connection, public std::enable_shared_from_this<WebSocketSession> {
  public:
-  WebSocketSession(ServerContext& ctx, boost::beast::tcp_stream&& stream);
+  WebSocketSession(ServerContext& ctx, boost::beast::tcp_stream&& stream, Tenant tenant);
   ~WebSocketSession() override;
 
   // Answers the upgrade request, then reads events until the connection ends.
@@ -54,6 +56,7 @@ class WebSocketSession : public Connection, public std::enable_shared_from_this<
   void send(boost::json::object event, const std::string& event_id);
   void send_error(std::string_view code, std::string_view message, const std::string& event_id);
   void send_status_error(const Status& status, const std::string& event_id);
+  void send_refusal(const Refusal& refusal, const std::string& event_id);
   void enqueue(std::string frame);
   void do_write();
   void on_write(boost::beast::error_code ec, size_t bytes);
@@ -63,6 +66,7 @@ class WebSocketSession : public Connection, public std::enable_shared_from_this<
   void finished();  // the connection is over: cancel its responses, leave the registry
 
   ServerContext& ctx_;
+  const Tenant tenant_;
   boost::beast::websocket::stream<boost::beast::tcp_stream> ws_;
   boost::asio::strand<boost::asio::thread_pool::executor_type> calls_;
   boost::asio::steady_timer close_guard_;

@@ -71,6 +71,13 @@ TEST_CASE("key commands check their flags before they touch a database", "[cli]"
   }
 }
 
+TEST_CASE("serve refuses --auth off on an address other machines reach", "[cli]") {
+  auto r = run_cli({"serve", "--auth", "off", "--bind", "0.0.0.0", "--db", "/nonexistent/dir/hippo.db"});
+  CHECK(r.code == hippo::cli::kExitUsage);
+  CHECK_THAT(r.err, Catch::Contains("loopback"));
+  CHECK(run_cli({"serve", "--auth", "maybe"}).code == hippo::cli::kExitUsage);
+}
+
 TEST_CASE("run needs a model and a prompt", "[cli]") {
   CHECK(run_cli({"run"}).code == hippo::cli::kExitUsage);
   auto no_prompt = run_cli({"run", "--model", "/nonexistent"});

@@ -11,9 +11,7 @@ import openai
 import pytest
 import websockets
 
-from serve_helpers import HIPPO, Server, make_checkpoint
-
-TIMEOUT = 60
+from serve_helpers import HIPPO, TIMEOUT, Client, Server, make_checkpoint, metric, run
 
 
 @pytest.fixture(scope="module")
@@ -27,48 +25,6 @@ def server(checkpoint, tmp_path_factory):
     with Server(work, "--model", str(checkpoint), "--db", str(work / "hippo.db")) as s:
         yield s
         assert s.stop() == 0, s.log()
-
-
-class Client:
-    """One WebSocket connection speaking the agents protocol."""
-
-    def __init__(self, ws):
-        self.ws = ws
-        self.seqs = []
-
-    async def send(self, **event):
-        await self.ws.send(json.dumps(event))
-
-    async def recv(self):
-        event = json.loads(await asyncio.wait_for(self.ws.recv(), TIMEOUT))
-        self.seqs.append(event["seq"])
-        return event
-
-    async def expect(self, type_, **event):
-        await self.send(**event)
-        reply = await self.recv()
-        assert reply["type"] == type_, reply
-        return reply
-
-    async def create_session(self, **fields):
-        return (await self.expect("session.created", type="session.create", **fields))["session_id"]
-
-    async def append(self, sid, text):
-        return await self.expect("input.appended", type="input.append", session_id=sid,
-                                 items=[{"type": "message", "content": text}])
-
-    async def until_done(self, sid=None):
-        """Events up to the response's completed/failed event (of session sid, when given)."""
-        events = []
-        while True:
-            e = await self.recv()
-            events.append(e)
-            if e["type"] in ("response.completed", "response.failed") and (sid is None or e["session_id"] == sid):
-                return events
-
-
-def run(coro):
-    return asyncio.run(coro)
 
 
 def test_health_models_and_metrics(server):
@@ -87,28 +43,22 @@ def test_health_models_and_metrics(server):
     for name in ("hippo_sessions", "hippo_resident_sessions", "hippo_resident_bytes", "hippo_swap_outs_total",
                  "hippo_resumes_total", "hippo_rebuilds_total", "hippo_snapshots_total", "hippo_queued_responses",
                  "hippo_running_responses", "hippo_connections_total", "hippo_http_requests_total",
-                 "hippo_output_tokens_total"):
+                 "hippo_output_tokens_total", "hippo_auth_failures_total", "hippo_rate_limited_total",
+                 "hippo_quota_exceeded_total"):
         assert f"\n# TYPE {name} " in "\n" + text, name
         assert any(line.startswith(name + " ") for line in text.splitlines()), name
 
-    r = subprocess.run(["curl", "-sS", "-o", "/dev/null", "-w", "%{http_code}", server.http + "/nowhere"],
+    r = subprocess.run(["curl", "-sS", "-o", "/dev/null", "-w", "%{http_code}", "-H",
+                        f"Authorization: Bearer {server.api_key}", server.http + "/nowhere"],
                        capture_output=True, text=True, timeout=30)
     assert r.stdout == "404"
-
-
-def metric(server, name):
-    _, _, text = server.get("/metrics")
-    for line in text.splitlines():
-        if line.startswith(name + " "):
-            return float(line.split()[1])
-    raise AssertionError(f"{name} missing from /metrics")
 
 
 def test_websocket_session_streams_a_response(server):
     tokens_before = metric(server, "hippo_output_tokens_total")
 
     async def main():
-        async with websockets.connect(server.ws) as ws:
+        async with server.connect() as ws:
             c = Client(ws)
             created = await c.expect("session.created", type="session.create", event_id="c1",
                                      instructions="You are a hippo.")
@@ -149,7 +99,7 @@ def test_websocket_session_streams_a_response(server):
 
 def test_two_sessions_on_one_connection(server):
     async def main():
-        async with websockets.connect(server.ws) as ws:
+        async with server.connect() as ws:
             c = Client(ws)
             a = await c.create_session(instructions="Session A")
             b = await c.create_session(instructions="Session B")
@@ -176,7 +126,7 @@ def test_two_sessions_on_one_connection(server):
 
 def test_cancel_ends_a_response_as_cancelled(server):
     async def main():
-        async with websockets.connect(server.ws) as ws:
+        async with server.connect() as ws:
             c = Client(ws)
             sid = await c.create_session()
             await c.append(sid, "Write a very long story.")
@@ -197,7 +147,7 @@ def test_cancel_ends_a_response_as_cancelled(server):
 
 def test_a_client_that_leaves_cancels_its_responses(server):
     async def main():
-        async with websockets.connect(server.ws) as ws:
+        async with server.connect() as ws:
             c = Client(ws)
             sid = await c.create_session()
             await c.append(sid, "Talk for a long time.")
@@ -209,7 +159,7 @@ def test_a_client_that_leaves_cancels_its_responses(server):
                 break
             await asyncio.sleep(0.05)
         assert metric(server, "hippo_running_responses") == 0
-        async with websockets.connect(server.ws) as ws:
+        async with server.connect() as ws:
             c = Client(ws)
             view = await c.expect("session.resumed", type="session.resume", session_id=sid)
             assert view["status"] in ("ready", "swapped") and view["n_tokens"] > 0
@@ -222,7 +172,7 @@ def test_a_client_that_leaves_cancels_its_responses(server):
 
 def test_bad_events_are_errors_and_the_server_keeps_serving(server):
     async def main():
-        async with websockets.connect(server.ws) as ws:
+        async with server.connect() as ws:
             c = Client(ws)
             await ws.send("{not json")
             assert (await c.recv())["code"] == "invalid_json"
@@ -252,12 +202,12 @@ def test_bad_events_are_errors_and_the_server_keeps_serving(server):
             assert (await c.until_done())[-1]["type"] == "response.completed"
 
         # A frame over the 4 MiB limit closes that connection with 1009; others are unaffected.
-        async with websockets.connect(server.ws, max_size=None) as ws:
+        async with server.connect(max_size=None) as ws:
             with pytest.raises(websockets.ConnectionClosed) as closed:
                 await ws.send("x" * (5 << 20))  # may fail already: the server closes while it arrives
                 await asyncio.wait_for(ws.recv(), TIMEOUT)
             assert closed.value.rcvd.code == 1009
-        async with websockets.connect(server.ws) as ws:
+        async with server.connect() as ws:
             c = Client(ws)
             assert (await c.create_session()).startswith("s_")
 
@@ -267,7 +217,7 @@ def test_bad_events_are_errors_and_the_server_keeps_serving(server):
 
 
 def test_openai_client_chat_completions(server):
-    client = openai.OpenAI(base_url=server.http + "/v1", api_key="unused", max_retries=0, timeout=TIMEOUT)
+    client = openai.OpenAI(base_url=server.http + "/v1", api_key=server.api_key, max_retries=0, timeout=TIMEOUT)
     assert [m.id for m in client.models.list()] == ["tiny"]
 
     r = client.chat.completions.create(
@@ -314,7 +264,7 @@ def test_sigterm_snapshots_and_a_restarted_server_resumes(checkpoint, tmp_path):
     db = tmp_path / "resume.db"
 
     async def first_life(s):
-        async with websockets.connect(s.ws) as ws:
+        async with s.connect() as ws:
             c = Client(ws)
             sid = await c.create_session(instructions="Remember the river.")
             await c.append(sid, "The river is called Nile. " * 20)
@@ -334,7 +284,7 @@ def test_sigterm_snapshots_and_a_restarted_server_resumes(checkpoint, tmp_path):
         assert "every session is snapshotted" in s.log()
 
     async def second_life(s):
-        async with websockets.connect(s.ws) as ws:
+        async with s.connect() as ws:
             c = Client(ws)
             resumed = await c.expect("session.resumed", type="session.resume", session_id=sid)
             assert resumed["status"] == "swapped" and resumed["n_tokens"] > 0
