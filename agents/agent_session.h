@@ -33,6 +33,7 @@ struct AgentSession {
       : id(std::move(session_id)), settings(std::move(session_settings)), encoder(std::move(chat_encoder)) {}
 
   std::string id;
+  std::optional<int64_t> tenant;
   SessionSettings settings;
   SessionStatus status = SessionStatus::kReady;
   tokenizer::ChatEncoder encoder;

@@ -9,6 +9,7 @@
 
 #include <cstdint>
 #include <functional>
+#include <optional>
 #include <string>
 #include <string_view>
 #include <vector>
@@ -78,11 +79,24 @@ using EventSink = std::function<void(const ResponseEvent&)>;
 
 struct SessionView {
   std::string id;
+  std::optional<int64_t> tenant;  // the tenant that owns it (none: made without one)
   SessionStatus status = SessionStatus::kReady;
   int64_t n_tokens = 0;          // in the model's state (or its snapshot when swapped)
   int64_t pending_tokens = 0;    // rendered, not yet prefilled
   uint64_t resident_bytes = 0;   // the model state held in memory (0 when swapped)
   std::vector<std::string> awaiting_call_ids;
+};
+
+// A session as the database lists it, read without loading it (closed sessions too).
+struct SessionSummary {
+  std::string id;
+  std::optional<int64_t> tenant;
+  // As session() would say for a session this runtime holds; one it has not loaded since it
+  // started is kSwapped (its state is only in storage), or kClosed.
+  SessionStatus status = SessionStatus::kSwapped;
+  std::string forked_from;  // empty: not a fork
+  int64_t created_at = 0;   // Unix seconds
+  int64_t updated_at = 0;
 };
 
 struct RuntimeStats {

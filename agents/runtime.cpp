@@ -100,6 +100,7 @@ class AgentRuntime::Engine {
     HIPPO_ASSIGN_OR_RETURN(storage::SessionInfo info, store_->create_session(row));
     // No model state until its first response needs one.
     auto session = std::make_unique<AgentSession>(info.id, settings, tokenizer::ChatEncoder(tokenizer_, chat_options(settings, chat_family(tokenizer_))));
+    session->tenant = info.tenant_id;
     session->last_used = ++clock_;
     sessions_[info.id] = std::move(session);
     return info.id;
@@ -211,17 +212,48 @@ class AgentRuntime::Engine {
     return Status::ok_status();
   }
 
+  Result<std::string> fork(const std::string& source_id, std::string new_id) {
+    HIPPO_ASSIGN_OR_RETURN(AgentSession * s, find(source_id));
+    if (s->job) {
+      return Status(ErrorCode::kFailedPrecondition,
+                    fmt::format("session {}: a response is in progress; fork it once the response has ended", source_id));
+    }
+    // The fork is the source's latest snapshot plus the log past it (storage copies both), so the
+    // snapshot must hold the state as it is now; the fork loads like any session of the database.
+    HIPPO_RETURN_IF_ERROR(snapshot(*s));
+    HIPPO_ASSIGN_OR_RETURN(storage::SessionInfo info, store_->fork_session(source_id, new_id));
+    log::info("session forked", {{"session", info.id}, {"from", source_id}});
+    return info.id;
+  }
+
   Result<SessionView> view(const std::string& id) {
     HIPPO_ASSIGN_OR_RETURN(AgentSession * s, find(id));
     SessionView v;
     v.id = s->id;
-    v.status = !s->state && s->status == SessionStatus::kReady ? SessionStatus::kSwapped : s->status;
+    v.tenant = s->tenant;
+    v.status = live_status(*s);
     v.n_tokens = s->n_tokens();
     v.pending_tokens = static_cast<int64_t>(s->pending.size());
     v.resident_bytes = s->resident_bytes();
     v.awaiting_call_ids = s->open_calls;
     return v;
   }
+
+  Result<SessionSummary> summary(const std::string& id) {
+    HIPPO_ASSIGN_OR_RETURN(storage::SessionInfo info, store_->get_session(id));
+    return summarize(info);
+  }
+
+  Result<std::vector<SessionSummary>> list(std::optional<int64_t> tenant) {
+    HIPPO_ASSIGN_OR_RETURN(std::vector<storage::SessionInfo> rows,
+                           tenant ? store_->list_tenant_sessions(*tenant) : store_->list_sessions());
+    std::vector<SessionSummary> out;
+    out.reserve(rows.size());
+    for (const storage::SessionInfo& row : rows) out.push_back(summarize(row));
+    return out;
+  }
+
+  Result<int64_t> count_open(int64_t tenant) { return store_->count_open_sessions(tenant); }
 
   Result<std::vector<float>> next_logits(const std::string& id) {
     HIPPO_ASSIGN_OR_RETURN(AgentSession * s, find(id));
@@ -626,6 +658,25 @@ class AgentRuntime::Engine {
 
   // --- sessions ---
 
+  static SessionStatus live_status(const AgentSession& s) {
+    return !s.state && s.status == SessionStatus::kReady ? SessionStatus::kSwapped : s.status;
+  }
+
+  SessionSummary summarize(const storage::SessionInfo& info) const {
+    SessionSummary out;
+    out.id = info.id;
+    out.tenant = info.tenant_id;
+    out.forked_from = info.forked_from;
+    out.created_at = info.created_at;
+    out.updated_at = info.updated_at;
+    if (info.status == status_name(SessionStatus::kClosed)) {
+      out.status = SessionStatus::kClosed;
+    } else if (auto it = sessions_.find(info.id); it != sessions_.end()) {
+      out.status = live_status(*it->second);
+    }
+    return out;
+  }
+
   static int64_t log_tokens(const AgentSession& s) { return s.n_tokens() + static_cast<int64_t>(s.pending.size()); }
 
   Result<AgentSession*> find(const std::string& id) {
@@ -650,6 +701,7 @@ class AgentRuntime::Engine {
     }
     HIPPO_ASSIGN_OR_RETURN(SessionSettings settings, settings_from_json(info.settings));
     auto s = std::make_unique<AgentSession>(id, settings, tokenizer::ChatEncoder(tokenizer_, chat_options(settings, chat_family(tokenizer_))));
+    s->tenant = info.tenant_id;
     HIPPO_ASSIGN_OR_RETURN(std::vector<storage::MessageRecord> log, store_->list_messages(id));
     std::vector<int32_t> ids;
     std::vector<tokenizer::Message> group;
@@ -777,8 +829,24 @@ Status AgentRuntime::close_session(const std::string& session_id) {
   return engine_->call([&]() -> Status { return engine_->close(session_id); });
 }
 
+Result<std::string> AgentRuntime::fork_session(const std::string& source_id, std::string new_id) {
+  return engine_->call([&]() -> Result<std::string> { return engine_->fork(source_id, std::move(new_id)); });
+}
+
 Result<SessionView> AgentRuntime::session(const std::string& session_id) {
   return engine_->call([&]() -> Result<SessionView> { return engine_->view(session_id); });
+}
+
+Result<SessionSummary> AgentRuntime::session_summary(const std::string& session_id) {
+  return engine_->call([&]() -> Result<SessionSummary> { return engine_->summary(session_id); });
+}
+
+Result<std::vector<SessionSummary>> AgentRuntime::list_sessions(std::optional<int64_t> tenant) {
+  return engine_->call([&]() -> Result<std::vector<SessionSummary>> { return engine_->list(tenant); });
+}
+
+Result<int64_t> AgentRuntime::count_open_sessions(int64_t tenant) {
+  return engine_->call([&]() -> Result<int64_t> { return engine_->count_open(tenant); });
 }
 
 RuntimeStats AgentRuntime::stats() {

@@ -74,7 +74,17 @@ class AgentRuntime {
   // Snapshots and frees the session's model state (for tests and the admin API).
   Status swap_out(const std::string& session_id);
   Status close_session(const std::string& session_id);
+  // A new session of the same tenant with an exact copy of the source's conversation and model
+  // state (the source is snapshotted first; the copy shares its KV chunks): a response on either
+  // continues exactly as the other would. Not while the source runs a response.
+  Result<std::string> fork_session(const std::string& source_id, std::string new_id = {});
   Result<SessionView> session(const std::string& session_id);
+  // Without loading the session (kNotFound when there is none; closed ones are found).
+  Result<SessionSummary> session_summary(const std::string& session_id);
+  // The sessions of the database, closed ones included; of one tenant when given.
+  Result<std::vector<SessionSummary>> list_sessions(std::optional<int64_t> tenant = std::nullopt);
+  // Sessions of the tenant that are not closed.
+  Result<int64_t> count_open_sessions(int64_t tenant);
   RuntimeStats stats();
   // Logits after every id the session has (resuming it and prefilling its pending ids if needed):
   // the exact-resume tests compare them.

@@ -102,6 +102,13 @@ CREATE INDEX snapshot_chunks_by_chunk ON snapshot_chunks(chunk_id);
     R"sql(
 ALTER TABLE messages ADD COLUMN token_ids BLOB NOT NULL DEFAULT x'';
 )sql",
+    // 3: per-tenant limits (NULL: the server's default; 0: no limit), and an index for counting a
+    // tenant's open sessions and listing them.
+    R"sql(
+ALTER TABLE tenants ADD COLUMN max_sessions INTEGER;
+ALTER TABLE tenants ADD COLUMN tokens_per_minute INTEGER;
+CREATE INDEX sessions_by_tenant ON sessions(tenant_id, status);
+)sql",
 };
 
 }  // namespace

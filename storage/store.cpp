@@ -192,6 +192,34 @@ Result<std::vector<SessionInfo>> SessionStore::list_sessions() {
   return sessions;
 }
 
+Result<std::vector<SessionInfo>> SessionStore::list_tenant_sessions(std::int64_t tenant_id) {
+  std::lock_guard lock(mutex_);
+  HIPPO_RETURN_IF_ERROR(usable());
+  HIPPO_ASSIGN_OR_RETURN(Statement select,
+                         Statement::prepare(*db_, fmt::format("SELECT {} FROM sessions WHERE tenant_id = ? ORDER BY "
+                                                              "created_at, id",
+                                                              kSessionColumns)));
+  select.bind(1, tenant_id);
+  std::vector<SessionInfo> sessions;
+  for (;;) {
+    HIPPO_ASSIGN_OR_RETURN(bool row, select.step());
+    if (!row) break;
+    sessions.push_back(read_session_row(select));
+  }
+  return sessions;
+}
+
+Result<std::int64_t> SessionStore::count_open_sessions(std::int64_t tenant_id) {
+  std::lock_guard lock(mutex_);
+  HIPPO_RETURN_IF_ERROR(usable());
+  HIPPO_ASSIGN_OR_RETURN(Statement count, Statement::prepare(*db_, "SELECT count(*) FROM sessions WHERE tenant_id = ? "
+                                                                   "AND status != 'closed'"));
+  count.bind(1, tenant_id);
+  HIPPO_ASSIGN_OR_RETURN(bool row, count.step());
+  HIPPO_CHECK(row, "aggregate query yields a row");
+  return count.column_int(0);
+}
+
 Status SessionStore::set_session_status(std::string_view id, std::string_view status) {
   std::lock_guard lock(mutex_);
   HIPPO_RETURN_IF_ERROR(usable());

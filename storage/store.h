@@ -43,6 +43,7 @@
 #include "base/status.h"
 #include "storage/chunk_codec.h"
 
+#include <array>
 #include <cstddef>
 #include <cstdint>
 #include <functional>
@@ -186,6 +187,35 @@ struct GcStats {
   std::int64_t bytes_removed = 0;
 };
 
+// A tenant's own limits (format version 3). nullopt: the server's default applies; 0: no limit.
+struct TenantLimits {
+  std::optional<std::int64_t> max_sessions;       // sessions open (not closed) at once
+  std::optional<std::int64_t> tokens_per_minute;  // input + output tokens over a sliding minute
+};
+
+struct TenantInfo {
+  std::int64_t id = 0;
+  std::string name;
+  TenantLimits limits;
+  std::int64_t created_at = 0;
+};
+
+// An API key as listed: never the key itself (only its hash is stored).
+struct ApiKeyInfo {
+  std::int64_t id = 0;
+  std::int64_t tenant_id = 0;
+  std::string tenant;  // the tenant's name
+  std::string label;
+  std::int64_t created_at = 0;
+  std::optional<std::int64_t> revoked_at;
+};
+
+// SHA-256 of an API key: what the database stores and compares. Keys have at least 16 characters.
+using ApiKeyHash = std::array<std::byte, 32>;
+Result<ApiKeyHash> api_key_hash(std::string_view key);
+// A new high-entropy key: "hk_" + 43 base64url characters (32 bytes from OpenSSL's RAND_bytes).
+Result<std::string> new_api_key();
+
 // Called with bytes done and bytes total while long work runs.
 using ProgressFn = std::function<void(std::int64_t done, std::int64_t total)>;
 
@@ -203,6 +233,9 @@ class SessionStore {
   Result<SessionInfo> create_session(const NewSession& session);
   Result<SessionInfo> get_session(std::string_view id);
   Result<std::vector<SessionInfo>> list_sessions();
+  Result<std::vector<SessionInfo>> list_tenant_sessions(std::int64_t tenant_id);
+  // Sessions of the tenant whose status is not "closed".
+  Result<std::int64_t> count_open_sessions(std::int64_t tenant_id);
   Status set_session_status(std::string_view id, std::string_view status);
   Status remove_session(std::string_view id);  // its snapshots go; chunks wait for gc()
   Result<std::int64_t> append_message(std::string_view session_id, const MessageRecord& message);
@@ -210,9 +243,21 @@ class SessionStore {
 
   // Tenants and API keys. Keys are stored as SHA-256 hashes only.
   Result<std::int64_t> create_tenant(std::string_view name);
-  Status add_api_key(std::int64_t tenant_id, std::string_view key, std::string_view label);
+  Result<TenantInfo> get_tenant(std::int64_t id);
+  Result<std::optional<TenantInfo>> find_tenant(std::string_view name);
+  // The tenant of that name, created when missing.
+  Result<TenantInfo> ensure_tenant(std::string_view name);
+  Status set_tenant_limits(std::int64_t tenant_id, const TenantLimits& limits);
+  // Returns the key's id.
+  Result<std::int64_t> add_api_key(std::int64_t tenant_id, std::string_view key, std::string_view label);
   Result<std::optional<std::int64_t>> tenant_for_api_key(std::string_view key);  // nullopt: unknown or revoked
   Status revoke_api_key(std::string_view key);
+  Status revoke_api_key(std::int64_t key_id);
+  Result<std::vector<ApiKeyInfo>> list_api_keys();
+  Result<std::int64_t> count_api_keys();  // revoked ones included
+  // Gives every session without a tenant (made before API keys existed, or imported: tenants are
+  // per database) to the tenant of that name, created if needed; returns how many there were.
+  Result<std::int64_t> adopt_untenanted_sessions(std::string_view tenant_name);
 
   // Snapshots. write_snapshot() runs on the calling thread (KvSnapshotWriter moves it off the
   // engine's); the streams' bytes must not change until it returns.

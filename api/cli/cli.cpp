@@ -34,17 +34,6 @@ CLI::App* add_unbuilt_command(CLI::App& parent, const std::string& name, const s
   return sub;
 }
 
-namespace {
-
-void add_family(CLI::App& app, Invocation& inv, const std::string& name, const std::string& description,
-                std::initializer_list<std::pair<const char*, const char*>> subcommands, const std::string& what) {
-  CLI::App* family = app.add_subcommand(name, description);
-  family->require_subcommand(1);
-  for (const auto& [sub, sub_description] : subcommands) add_unbuilt_command(*family, sub, sub_description, what, inv);
-}
-
-}  // namespace
-
 std::unique_ptr<CLI::App> build_app(Invocation& inv) {
   auto app = std::make_unique<CLI::App>(
       "hippo: a self-hosted runtime host for long-lived LLM agents (DeepSeek-V4.1-Flash).", "hippo");
@@ -60,9 +49,7 @@ std::unique_ptr<CLI::App> build_app(Invocation& inv) {
   add_run_command(*app, inv);
   add_session_commands(*app, inv);
   add_model_commands(*app, inv);
-  add_family(*app, inv, "key", "Manage API keys",
-             {{"create", "Create an API key for a tenant"}, {"list", "List API keys"}, {"revoke", "Revoke an API key"}},
-             "API keys, issue #7");
+  add_key_commands(*app, inv);
   add_bench_commands(*app, inv);
   bind_environment(*app);
   return app;

@@ -1,9 +1,11 @@
 // `hippo serve`: the WebSocket + HTTP agent server (api/server/, docs/protocol.md) on one model and
 // one SQLite database. Without --model it serves the embedded default model: the `tiny` preset,
 // seed 0, written by the same code as `hippo model init --preset tiny --seed 0` into
-// models/default under the working directory the first time.
+// models/default under the working directory the first time. Requests need an API key of the
+// database (`hippo key`); a first start on a database without any makes one and shows it once.
 #include "agents/runtime.h"
 #include "api/cli/cli.h"
+#include "api/server/auth.h"
 #include "api/server/server.h"
 #include "base/log.h"
 #include "engine/config/presets.h"
@@ -11,11 +13,14 @@
 #include "engine/tokenizer/tokenizer.h"
 #include "engine/weights/init_checkpoint.h"
 
+#include <boost/asio/ip/address.hpp>
 #include <fmt/format.h>
 #include <unistd.h>
 
 #include <chrono>
 #include <filesystem>
+#include <iostream>
+#include <optional>
 #include <ostream>
 
 namespace hippo::cli {
@@ -41,7 +46,34 @@ struct ServeCommand {
   double stream_grace_seconds = 30;
   std::string tls_cert;
   std::string tls_key;
+  std::string auth = "on";
+  int64_t tenant_max_sessions = 0;
+  int64_t tenant_tokens_per_minute = 0;
 };
+
+// Without keys, anyone who reaches the port acts as tenant default: only this machine may.
+Status check_auth_setting(const ServeCommand& cmd) {
+  if (cmd.auth == "on") return Status::ok_status();
+  boost::system::error_code ec;
+  const auto address = boost::asio::ip::make_address(cmd.bind, ec);
+  if (ec || !address.is_loopback()) {
+    return make_error(ErrorCode::kInvalidArgument,
+                      "--auth off serves every request without an API key, so it needs a loopback --bind (127.0.0.1 "
+                      "or ::1), not {}; create keys with `hippo key create` instead",
+                      cmd.bind);
+  }
+  return Status::ok_status();
+}
+
+// A key made by the first start is shown here, once: the database keeps only its hash.
+void show_first_key(const std::string& key, const std::string& db) {
+  std::cerr << fmt::format(
+                   "\nhippo: {} had no API key, so one was made for tenant \"{}\":\n\n    {}\n\n"
+                   "It will not be shown again: keep it now. Clients send it as `Authorization: Bearer <key>`;\n"
+                   "`hippo key create|list|revoke --db {}` manages keys.\n\n",
+                   db, server::kDefaultTenant, key, db)
+            << std::flush;
+}
 
 // Writes the embedded default model once (to a temporary folder first, so that an interrupted
 // write never leaves a half checkpoint where the next start would load it).
@@ -78,6 +110,17 @@ std::string model_id_for(const std::string& dir) {
 }
 
 Status run_server(const ServeCommand& cmd, std::ostream& out) {
+  HIPPO_RETURN_IF_ERROR(check_auth_setting(cmd));
+  server::AuthOptions auth_options;
+  auth_options.enabled = cmd.auth == "on";
+  auth_options.default_max_sessions = cmd.tenant_max_sessions;
+  auth_options.default_tokens_per_minute = cmd.tenant_tokens_per_minute;
+  std::optional<std::string> first_key;
+  HIPPO_ASSIGN_OR_RETURN(std::unique_ptr<server::Authenticator> auth,
+                         server::Authenticator::open(cmd.db, auth_options, &first_key));
+  if (first_key) show_first_key(*first_key, cmd.db);
+  if (!auth_options.enabled) log::warn("authentication is off: every request acts for tenant default", {{"bind", cmd.bind}});
+
   std::string model_dir = cmd.model_dir;
   if (model_dir.empty()) {
     HIPPO_RETURN_IF_ERROR(ensure_default_model(cmd));
@@ -113,7 +156,7 @@ Status run_server(const ServeCommand& cmd, std::ostream& out) {
   options.stream_grace = std::chrono::milliseconds(static_cast<int64_t>(cmd.stream_grace_seconds * 1000));
   Status result;
   {
-    server::Server srv(*runtime, options);
+    server::Server srv(*runtime, *auth, options);
     HIPPO_ASSIGN_OR_RETURN(uint16_t port, srv.listen());
     const std::string host = cmd.bind.find(':') != std::string::npos ? "[" + cmd.bind + "]" : cmd.bind;
     const std::string url = fmt::format("{}://{}:{}", cmd.tls_cert.empty() ? "http" : "https", host, port);
@@ -160,6 +203,20 @@ void add_serve_command(CLI::App& app, Invocation& inv) {
       ->capture_default_str();
   serve->add_option("--tls-cert", cmd->tls_cert, "PEM certificate chain: serve HTTPS and wss:// (with --tls-key)");
   serve->add_option("--tls-key", cmd->tls_key, "PEM private key of --tls-cert");
+  serve->add_option("--auth", cmd->auth,
+                    "on: every request but GET /healthz needs `Authorization: Bearer <key>` (hippo key); off: all "
+                    "act as tenant default (loopback --bind only)")
+      ->check(CLI::IsMember({"on", "off"}))
+      ->capture_default_str();
+  serve->add_option("--tenant-max-sessions", cmd->tenant_max_sessions,
+                    "Open sessions a tenant may have, unless its own limit says otherwise (0 = no limit)")
+      ->check(CLI::NonNegativeNumber)
+      ->capture_default_str();
+  serve->add_option("--tenant-tokens-per-minute", cmd->tenant_tokens_per_minute,
+                    "Input + output tokens a tenant's responses may use per minute, unless its own limit says "
+                    "otherwise (0 = no limit)")
+      ->check(CLI::NonNegativeNumber)
+      ->capture_default_str();
   serve->parse_complete_callback([&inv, cmd] {
     inv.action = [&inv, cmd] { return run_server(*cmd, *inv.out); };
   });

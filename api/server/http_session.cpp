@@ -2,6 +2,7 @@
 
 #include "api/server/event_gate.h"
 #include "api/server/metrics.h"
+#include "api/server/session_admin.h"
 #include "api/server/websocket_session.h"
 #include "base/log.h"
 
@@ -128,24 +129,27 @@ void HttpSession::route(const Request& request) {
   log::debug("http request", {{"connection", registry_id_}, {"method", std::string(request.method_string())},
                               {"target", std::string(target)}});
 
-  if (beast::websocket::is_upgrade(request)) {
-    if (target != "/v1/agents") return respond_error(404, fmt::format("no WebSocket endpoint at {}; use /v1/agents", target), "not_found");
-    if (ctx_.stopping.load()) return respond_error(503, "the server is shutting down", "shutting_down");
-    closed_ = true;  // the stream belongs to the WebSocket session from here on
-    ctx_.registry.remove(registry_id_);
-    auto ws = std::make_shared<WebSocketSession>(ctx_, std::move(stream_));
-    ws->run(request);
-    return;
-  }
   auto only = [&](http::verb allowed) {
     if (method == allowed) return true;
     respond_error(405, fmt::format("{} takes {} only", target, std::string(http::to_string(allowed))), "method_not_allowed");
     return false;
   };
-  if (target == "/healthz") {
+  // The one endpoint open without a key: load balancers and supervisors probe it.
+  if (target == "/healthz" && !beast::websocket::is_upgrade(request)) {
     if (!only(http::verb::get)) return;
     if (ctx_.stopping.load()) return respond(503, "application/json", R"({"status":"stopping"})");
     return respond(200, "application/json", R"({"status":"ok"})");
+  }
+  if (!authenticate(request)) return;
+
+  if (beast::websocket::is_upgrade(request)) {
+    if (target != "/v1/agents") return respond_error(404, fmt::format("no WebSocket endpoint at {}; use /v1/agents", target), "not_found");
+    if (ctx_.stopping.load()) return respond_error(503, "the server is shutting down", "shutting_down");
+    closed_ = true;  // the stream belongs to the WebSocket session from here on
+    ctx_.registry.remove(registry_id_);
+    auto ws = std::make_shared<WebSocketSession>(ctx_, std::move(stream_), tenant_);
+    ws->run(request);
+    return;
   }
   if (target == "/metrics") {
     if (only(http::verb::get)) metrics();
@@ -159,15 +163,50 @@ void HttpSession::route(const Request& request) {
     if (only(http::verb::post)) chat_completions(request);
     return;
   }
+  if (admin::handles(target)) return session_admin(request, target);
   respond_error(404, fmt::format("no endpoint at {}", target), "not_found");
 }
 
-void HttpSession::respond(unsigned status, std::string_view content_type, std::string body) {
+bool HttpSession::authenticate(const Request& request) {
+  auto header = request.find(http::field::authorization);
+  const std::string_view value = header == request.end() ? std::string_view() : std::string_view(header->value().data(), header->value().size());
+  Result<Tenant> tenant = ctx_.auth.authenticate(value);
+  if (tenant.ok()) {
+    tenant_ = std::move(tenant).value();
+    return true;
+  }
+  const Status& st = tenant.status();
+  if (st.code() == ErrorCode::kInvalidArgument || st.code() == ErrorCode::kNotFound) {
+    ctx_.counters.auth_failures_total.fetch_add(1);
+    log::debug("request refused: API key", {{"connection", registry_id_}, {"reason", st.message()}});
+    respond_error(401, st.message(), "unauthorized", {{http::field::www_authenticate, "Bearer"}});
+  } else {
+    log::error("API key lookup failed", {{"connection", registry_id_}, {"error", st.to_string()}});
+    respond_error(500, st.message(), error_code_name(st.code()));
+  }
+  return false;
+}
+
+void HttpSession::session_admin(const Request& request, std::string_view target) {
+  if (ctx_.stopping.load()) return respond_error(503, "the server is shutting down", "shutting_down");
+  net::post(ctx_.runtime_calls, [self = shared_from_this(), tenant = tenant_, method = request.method(),
+                                 target = std::string(target)] {
+    admin::Answer answer = admin::handle(self->ctx_, tenant, method, target);
+    self->post_io([self, answer = std::move(answer)]() mutable {
+      Headers headers;
+      if (answer.retry_after_seconds > 0) headers.emplace_back(http::field::retry_after, std::to_string(answer.retry_after_seconds));
+      self->respond(answer.status, "application/json", std::move(answer.body), headers);
+    });
+  });
+}
+
+void HttpSession::respond(unsigned status, std::string_view content_type, std::string body, const Headers& headers) {
   if (closed_) return;
   if (status >= 400 && status < 500) ctx_.counters.protocol_errors_total.fetch_add(1);
   auto res = std::make_shared<http::response<http::string_body>>(static_cast<http::status>(status), version_);
   res->set(http::field::server, "hippo");
   res->set(http::field::content_type, content_type);
+  for (const auto& [field, value] : headers) res->set(field, value);
   res->keep_alive(keep_alive_);
   res->body() = std::move(body);
   res->prepare_payload();
@@ -178,9 +217,15 @@ void HttpSession::respond(unsigned status, std::string_view content_type, std::s
                     });
 }
 
-void HttpSession::respond_error(unsigned status, std::string_view message, std::string_view code) {
+void HttpSession::respond_error(unsigned status, std::string_view message, std::string_view code, const Headers& headers) {
   const std::string_view type = status >= 500 ? "server_error" : "invalid_request_error";
-  respond(status, "application/json", openai::error_body(message, type, code));
+  respond(status, "application/json", openai::error_body(message, type, code), headers);
+}
+
+void HttpSession::respond_refusal(const Refusal& refusal) {
+  Headers headers;
+  if (refusal.retry_after_seconds > 0) headers.emplace_back(http::field::retry_after, std::to_string(refusal.retry_after_seconds));
+  respond_error(refusal.http_status, refusal.message, refusal.code, headers);
 }
 
 void HttpSession::on_responded(bool close, beast::error_code ec, size_t) {
@@ -216,8 +261,14 @@ void HttpSession::chat_completions(const Request& request) {
   chat_ = std::make_unique<Chat>(Chat{"", openai::ChatCompletion("chatcmpl-" + response_id, ctx_.options.model_id,
                                                                  unix_seconds(), parsed->include_usage),
                                       parsed->stream, false});
-  net::post(ctx_.runtime_calls, [self = shared_from_this(), r = std::move(parsed).value()]() mutable {
+  net::post(ctx_.runtime_calls, [self = shared_from_this(), tenant = tenant_, r = std::move(parsed).value()]() mutable {
     agents::AgentRuntime& rt = self->ctx_.runtime;
+    auto refuse = [&](Refusal refusal) {
+      self->post_io([self, refusal = std::move(refusal)] {
+        self->chat_.reset();
+        self->respond_refusal(refusal);
+      });
+    };
     auto fail = [&](const Status& st, const std::string& sid) {
       if (!sid.empty()) {
         Status closed = rt.close_session(sid);
@@ -228,13 +279,19 @@ void HttpSession::chat_completions(const Request& request) {
         self->respond_error(static_cast<unsigned>(openai::http_status_for(st)), st.message(), error_code_name(st.code()));
       });
     };
-    Result<std::string> sid = rt.create_session(r.settings);
+    if (auto refused = self->ctx_.limits.admit_response(tenant)) return refuse(std::move(*refused));
+    // The temporary session counts against the tenant's open sessions while the request runs.
+    Result<std::string> sid = Status(ErrorCode::kInternal, "no session was created");
+    if (auto refused = self->ctx_.limits.open_session(rt, tenant, [&] { sid = rt.create_session(r.settings, {}, tenant.id); }))
+      return refuse(std::move(*refused));
     if (!sid.ok()) return fail(sid.status(), {});
     if (Status st = rt.append_input(*sid, std::move(r.inputs)); !st.ok()) return fail(st, *sid);
     // The response keeps the connection alive (no read is pending while it runs); the runtime
     // drops the sink when the response ends.
     auto exec = self->stream_.get_executor();
-    auto gate = std::make_shared<EventGate>([self, exec](const agents::ResponseEvent& event) {
+    auto gate = std::make_shared<EventGate>([self, exec, tenant](const agents::ResponseEvent& event) {
+      if (event.kind == agents::ResponseEvent::Kind::kCompleted || event.kind == agents::ResponseEvent::Kind::kFailed)
+        self->ctx_.limits.charge(tenant, event.usage.input_tokens + event.usage.output_tokens);
       net::post(exec, [self, event] { self->on_chat_event(event); });
     });
     if (Status st = rt.create_response(*sid, r.options, EventGate::sink(gate)); !st.ok()) return fail(st, *sid);

@@ -1,11 +1,15 @@
-// One HTTP/1.1 connection: reads requests one at a time (keep-alive), answers /healthz, /metrics,
-// /v1/models and /v1/chat/completions (plain JSON or Server-Sent Events in chunked encoding, from
-// a bounded outbound queue), and hands an upgrade request on /v1/agents to a WebSocketSession.
+// One HTTP/1.1 connection: reads requests one at a time (keep-alive), authenticates each (all but
+// /healthz need a Bearer API key), answers /healthz, /metrics, /v1/models, /v1/chat/completions
+// (plain JSON or Server-Sent Events in chunked encoding, from a bounded outbound queue) and the
+// session administration under /v1/sessions (session_admin.h), and hands an upgrade request on
+// /v1/agents to a WebSocketSession acting for the key's tenant.
 #pragma once
 
 #include "api/server/connection_stream.h"
+#include "api/server/auth.h"
 #include "api/server/openai_chat.h"
 #include "api/server/server_context.h"
+#include "api/server/tenant_limits.h"
 
 #include <boost/asio/ip/tcp.hpp>
 #include <boost/beast/core/flat_buffer.hpp>
@@ -14,6 +18,8 @@
 #include <boost/beast/http/string_body.hpp>
 
 #include <deque>
+#include <utility>
+#include <vector>
 #include <memory>
 #include <optional>
 #include <string>
@@ -30,14 +36,19 @@ class HttpSession : public Connection, public std::enable_shared_from_this<HttpS
 
  private:
   using Request = boost::beast::http::request<boost::beast::http::string_body>;
+  using Headers = std::vector<std::pair<boost::beast::http::field, std::string>>;
 
   void handshake();  // TLS only
   void do_read();
   void on_read(boost::beast::error_code ec, size_t bytes);
   void route(const Request& request);
+  // The tenant of the request's API key; false when it was answered with 401 (or 500).
+  bool authenticate(const Request& request);
   // Sends one whole response, then reads the next request (or closes).
-  void respond(unsigned status, std::string_view content_type, std::string body);
-  void respond_error(unsigned status, std::string_view message, std::string_view code);
+  void respond(unsigned status, std::string_view content_type, std::string body, const Headers& headers = {});
+  void respond_error(unsigned status, std::string_view message, std::string_view code, const Headers& headers = {});
+  void respond_refusal(const Refusal& refusal);
+  void session_admin(const Request& request, std::string_view target);
   void on_responded(bool close, boost::beast::error_code ec, size_t bytes);
   void metrics();
   void chat_completions(const Request& request);
@@ -57,6 +68,7 @@ class HttpSession : public Connection, public std::enable_shared_from_this<HttpS
   std::optional<boost::beast::http::request_parser<boost::beast::http::string_body>> parser_;
   uint64_t registry_id_ = 0;
   unsigned version_ = 11;
+  Tenant tenant_;  // of the request being answered
   bool keep_alive_ = true;
   bool busy_ = false;           // a request is being answered
   bool shutting_down_ = false;  // close after the current answer

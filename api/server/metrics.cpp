@@ -45,6 +45,15 @@ std::string prometheus_text(const agents::RuntimeStats& s, const ServerCounters&
          c.slow_client_closes_total.load());
   metric(out, "hippo_tls_handshake_failures_total", "counter", "Connections that failed the TLS handshake.",
          c.tls_handshake_failures_total.load());
+  metric(out, "hippo_auth_failures_total", "counter",
+         "Requests and WebSocket upgrades refused for a missing, unknown or revoked API key (401).",
+         c.auth_failures_total.load());
+  metric(out, "hippo_rate_limited_total", "counter",
+         "Responses refused because their tenant used its tokens per minute (rate_limited).",
+         c.rate_limited_total.load());
+  metric(out, "hippo_quota_exceeded_total", "counter",
+         "Sessions refused because their tenant had its most open sessions (quota_exceeded).",
+         c.quota_exceeded_total.load());
   return out;
 }
 

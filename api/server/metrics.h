@@ -22,6 +22,9 @@ struct ServerCounters {
   std::atomic<int64_t> output_tokens_total{0};
   std::atomic<int64_t> slow_client_closes_total{0};  // closed because the outbound queue overflowed
   std::atomic<int64_t> tls_handshake_failures_total{0};
+  std::atomic<int64_t> auth_failures_total{0};       // requests and upgrades refused with 401
+  std::atomic<int64_t> rate_limited_total{0};        // responses refused: tenant over its tokens per minute
+  std::atomic<int64_t> quota_exceeded_total{0};      // sessions refused: tenant at its max open sessions
 };
 
 std::string prometheus_text(const agents::RuntimeStats& stats, const ServerCounters& counters);

@@ -20,7 +20,7 @@ const std::map<std::string, ClientEventType, std::less<>>& event_types() {
       {"session.create", ClientEventType::kSessionCreate},   {"session.resume", ClientEventType::kSessionResume},
       {"input.append", ClientEventType::kInputAppend},       {"response.create", ClientEventType::kResponseCreate},
       {"response.cancel", ClientEventType::kResponseCancel}, {"session.snapshot", ClientEventType::kSessionSnapshot},
-      {"session.close", ClientEventType::kSessionClose},
+      {"session.close", ClientEventType::kSessionClose},     {"session.fork", ClientEventType::kSessionFork},
   };
   return types;
 }
@@ -190,6 +190,16 @@ ParsedEvent parse_client_event(std::string_view text, int64_t default_max_output
 
 json::object error_event(std::string_view code, std::string_view message) {
   return {{"type", "error"}, {"code", code}, {"message", message}};
+}
+
+json::object error_event(std::string_view code, std::string_view message, int64_t retry_after_seconds) {
+  json::object event = error_event(code, message);
+  if (retry_after_seconds > 0) event["retry_after"] = retry_after_seconds;
+  return event;
+}
+
+json::object session_forked_event(const std::string& session_id, const std::string& forked_from) {
+  return {{"type", "session.forked"}, {"session_id", session_id}, {"forked_from", forked_from}};
 }
 
 json::object session_event(std::string_view type, const std::string& session_id) {

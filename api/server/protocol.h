@@ -32,6 +32,7 @@ enum class ClientEventType {
   kResponseCancel,
   kSessionSnapshot,
   kSessionClose,
+  kSessionFork,
 };
 
 struct ClientEvent {
@@ -61,6 +62,9 @@ ParsedEvent parse_client_event(std::string_view text, int64_t default_max_output
 
 // Server events, without `seq` and `event_id`.
 boost::json::object error_event(std::string_view code, std::string_view message);
+// `rate_limited`: retry_after (seconds) says when the tenant may try again.
+boost::json::object error_event(std::string_view code, std::string_view message, int64_t retry_after_seconds);
+boost::json::object session_forked_event(const std::string& session_id, const std::string& forked_from);
 boost::json::object session_event(std::string_view type, const std::string& session_id);
 boost::json::object session_view_event(std::string_view type, const agents::SessionView& view);
 boost::json::object input_appended_event(const std::string& session_id, size_t n_items);

@@ -13,9 +13,9 @@ namespace hippo::server {
 
 namespace net = boost::asio;
 
-Server::Server(agents::AgentRuntime& runtime, ServerOptions options)
+Server::Server(agents::AgentRuntime& runtime, Authenticator& auth, ServerOptions options)
     : ioc_(std::max(1, options.io_threads)),
-      ctx_(std::make_unique<ServerContext>(runtime, std::move(options), ioc_)),
+      ctx_(std::make_unique<ServerContext>(runtime, auth, std::move(options), ioc_)),
       listener_(std::make_shared<Listener>(*ctx_)),
       signals_(ioc_, SIGINT, SIGTERM),
       drain_timer_(ioc_) {}

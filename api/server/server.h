@@ -19,7 +19,8 @@ class Listener;
 
 class Server {
  public:
-  Server(agents::AgentRuntime& runtime, ServerOptions options);
+  // The authenticator decides which tenant each request acts for; both must outlive the server.
+  Server(agents::AgentRuntime& runtime, Authenticator& auth, ServerOptions options);
   ~Server();
   Server(const Server&) = delete;
   Server& operator=(const Server&) = delete;

@@ -1,11 +1,14 @@
-// What every connection of the server shares: the runtime, the options, the counters, the pool
-// that makes the runtime's blocking calls, and the registry of open connections (so that shutdown
-// can close them).
+// What every connection of the server shares: the runtime, the authenticator, the options, the
+// counters, the tenants' limits and session owners, the pool that makes the runtime's blocking
+// calls, and the registry of open connections (so that shutdown can close them).
 #pragma once
 
 #include "agents/runtime.h"
+#include "api/server/auth.h"
 #include "api/server/metrics.h"
 #include "api/server/session_streams.h"
+#include "api/server/session_access.h"
+#include "api/server/tenant_limits.h"
 
 #include <boost/asio/io_context.hpp>
 #include <boost/asio/ssl/context.hpp>
@@ -78,14 +81,16 @@ class ConnectionRegistry {
 };
 
 struct ServerContext {
-  ServerContext(agents::AgentRuntime& rt, ServerOptions opts, boost::asio::io_context& io)
+  ServerContext(agents::AgentRuntime& rt, Authenticator& authenticator, ServerOptions opts, boost::asio::io_context& io)
       : runtime(rt),
+        auth(authenticator),
         options(std::move(opts)),
         ioc(io),
         runtime_calls(static_cast<size_t>(options.runtime_call_threads)),
         streams(options.stream_replay_bytes) {}
 
   agents::AgentRuntime& runtime;
+  Authenticator& auth;
   const ServerOptions options;
   boost::asio::io_context& ioc;
   std::unique_ptr<boost::asio::ssl::context> tls;  // null: plain TCP (Server::listen() loads it)
@@ -94,6 +99,8 @@ struct ServerContext {
   boost::asio::thread_pool runtime_calls;
   SessionStreams streams;  // each session's response events, replayable after a reconnect
   ServerCounters counters;
+  TenantLimits limits{counters};
+  SessionAccess access;
   ConnectionRegistry registry;
   std::atomic<bool> stopping{false};
   std::atomic<uint64_t> next_response_id{1};

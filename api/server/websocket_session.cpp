@@ -50,8 +50,9 @@ void forget_stream_after_grace(ServerContext& ctx, const std::string& session_id
 
 }  // namespace
 
-WebSocketSession::WebSocketSession(ServerContext& ctx, ConnectionStream&& stream)
+WebSocketSession::WebSocketSession(ServerContext& ctx, ConnectionStream&& stream, Tenant tenant)
     : ctx_(ctx),
+      tenant_(std::move(tenant)),
       ws_(std::move(stream)),
       calls_(net::make_strand(ctx.runtime_calls)),
       close_guard_(ws_.get_executor()) {
@@ -91,7 +92,7 @@ void WebSocketSession::on_accept(beast::error_code ec) {
     finished();
     return;
   }
-  log::debug("websocket connected", {{"connection", registry_id_}});
+  log::debug("websocket connected", {{"connection", registry_id_}, {"tenant", tenant_.name}});
   do_read();
 }
 
@@ -146,13 +147,31 @@ void WebSocketSession::execute(const protocol::ClientEvent& e) {
   auto reply = [&](json::object event) {
     post_io([self, event = std::move(event), eid]() mutable { self->send(std::move(event), eid); });
   };
+  auto refuse = [&](Refusal refusal) {
+    post_io([self, refusal = std::move(refusal), eid] { self->send_refusal(refusal, eid); });
+  };
+  // Every event on an existing session first checks that it is this tenant's.
+  if (e.type != protocol::ClientEventType::kSessionCreate) {
+    if (Status owned = ctx_.access.check(rt, tenant_, sid); !owned.ok()) return fail(owned);
+  }
 
   switch (e.type) {
     case protocol::ClientEventType::kSessionCreate: {
-      Result<std::string> id = rt.create_session(e.settings);
+      Result<std::string> id = Status(ErrorCode::kInternal, "no session was created");
+      if (auto refused = ctx_.limits.open_session(rt, tenant_, [&] { id = rt.create_session(e.settings, {}, tenant_.id); }))
+        return refuse(std::move(*refused));
       if (!id.ok()) return fail(id.status());
-      log::info("session created", {{"session", *id}, {"connection", registry_id_}});
+      ctx_.access.remember(*id, tenant_.id);
+      log::info("session created", {{"session", *id}, {"tenant", tenant_.name}, {"connection", registry_id_}});
       return reply(protocol::session_event("session.created", *id));
+    }
+    case protocol::ClientEventType::kSessionFork: {
+      Result<std::string> id = Status(ErrorCode::kInternal, "no session was created");
+      if (auto refused = ctx_.limits.open_session(rt, tenant_, [&] { id = rt.fork_session(sid); }))
+        return refuse(std::move(*refused));
+      if (!id.ok()) return fail(id.status());
+      ctx_.access.remember(*id, tenant_.id);
+      return reply(protocol::session_forked_event(*id, sid));
     }
     case protocol::ClientEventType::kSessionResume: {
       Result<agents::SessionView> view = rt.session(sid);
@@ -179,13 +198,14 @@ void WebSocketSession::execute(const protocol::ClientEvent& e) {
       return reply(protocol::input_appended_event(sid, e.items.size()));
     }
     case protocol::ClientEventType::kResponseCreate: {
+      if (auto refused = ctx_.limits.admit_response(tenant_)) return refuse(std::move(*refused));
       const std::string rid = ctx_.new_response_id();
       // This connection reads the session's stream from here on.
       Result<int64_t> attached = ctx_.streams.attach(sid, registry_id_, stream_deliver(), std::nullopt, [&](int64_t) {
         post_io([self, sid] { self->attached_.insert(sid); });
       });
       if (!attached.ok()) return fail(attached.status());
-      auto gate = std::make_shared<EventGate>([&ctx = ctx_, sid, rid, eid](const agents::ResponseEvent& event) {
+      auto gate = std::make_shared<EventGate>([&ctx = ctx_, sid, rid, eid, tenant = tenant_](const agents::ResponseEvent& event) {
         const bool last = event.kind == agents::ResponseEvent::Kind::kCompleted || event.kind == agents::ResponseEvent::Kind::kFailed;
         if (event.kind == agents::ResponseEvent::Kind::kCompleted) {
           ctx.counters.responses_completed_total.fetch_add(1);
@@ -193,6 +213,7 @@ void WebSocketSession::execute(const protocol::ClientEvent& e) {
         } else if (event.kind == agents::ResponseEvent::Kind::kFailed) {
           ctx.counters.responses_failed_total.fetch_add(1);
         }
+        if (last) ctx.limits.charge(tenant, event.usage.input_tokens + event.usage.output_tokens);
         json::object out = protocol::response_event(event, sid, rid);
         if (!eid.empty()) out["event_id"] = eid;
         const int64_t seq = ctx.streams.publish(sid, std::move(out), last ? SessionStreams::Phase::kEnd : SessionStreams::Phase::kDuring);
@@ -251,6 +272,11 @@ void WebSocketSession::send_error(std::string_view code, std::string_view messag
 
 void WebSocketSession::send_status_error(const Status& status, const std::string& event_id) {
   send_error(error_code_name(status.code()), status.message(), event_id);
+}
+
+void WebSocketSession::send_refusal(const Refusal& refusal, const std::string& event_id) {
+  ctx_.counters.protocol_errors_total.fetch_add(1);
+  send(protocol::error_event(refusal.code, refusal.message, refusal.retry_after_seconds), event_id);
 }
 
 void WebSocketSession::enqueue(std::string frame) {

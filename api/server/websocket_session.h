@@ -7,7 +7,8 @@
 // stream (session_streams.h), which this connection reads from response.create or session.resume
 // on. When the connection ends, a response still running gets ServerOptions::stream_grace for a
 // client to reattach with session.resume and after_seq; then it is cancelled. Sessions stay (they
-// are durable: session.resume finds them).
+// are durable: session.resume finds them). The connection acts for the tenant whose API key opened
+// it: it sees only that tenant's sessions and works within that tenant's limits.
 #pragma once
 
 #include "api/server/connection_stream.h"
@@ -32,7 +33,7 @@ namespace hippo::server {
 
 class WebSocketSession : public Connection, public std::enable_shared_from_this<WebSocketSession> {
  public:
-  WebSocketSession(ServerContext& ctx, ConnectionStream&& stream);
+  WebSocketSession(ServerContext& ctx, ConnectionStream&& stream, Tenant tenant);
   ~WebSocketSession() override;
 
   // Answers the upgrade request, then reads events until the connection ends.
@@ -57,6 +58,7 @@ class WebSocketSession : public Connection, public std::enable_shared_from_this<
   void send(boost::json::object event, const std::string& event_id);
   void send_error(std::string_view code, std::string_view message, const std::string& event_id);
   void send_status_error(const Status& status, const std::string& event_id);
+  void send_refusal(const Refusal& refusal, const std::string& event_id);
   void enqueue(std::string frame);
   void do_write();
   void on_write(boost::beast::error_code ec, size_t bytes);
@@ -66,6 +68,7 @@ class WebSocketSession : public Connection, public std::enable_shared_from_this<
   void finished();  // the connection is over: leave its streams and the registry
 
   ServerContext& ctx_;
+  const Tenant tenant_;
   boost::beast::websocket::stream<ConnectionStream> ws_;
   boost::asio::strand<boost::asio::thread_pool::executor_type> calls_;
   boost::asio::steady_timer close_guard_;

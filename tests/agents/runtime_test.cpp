@@ -490,4 +490,89 @@ TEST_CASE("tool calls: awaiting_tool until every result is in; results rendered 
   check_exact(*rt, db, "tools");
 }
 
+TEST_CASE("a fork continues exactly as its source would, and belongs to the same tenant", "[agents]") {
+  TempDir dir;
+  const std::string db = dir / "hippo.db";
+  int64_t acme = 0, other = 0;
+  {
+    auto store = storage::SessionStore::open(db);
+    REQUIRE(store.ok());
+    acme = (*store)->create_tenant("acme").value();
+    other = (*store)->create_tenant("other").value();
+  }
+  auto rt = open_runtime(db);
+  SessionSettings settings;
+  settings.instructions = "You are a hippo.";
+  auto source = rt->create_session(settings, "source", acme);
+  REQUIRE(source.ok());
+  REQUIRE(rt->create_session({}, "elsewhere", other).ok());
+  turn(*rt, *source, "Tell me about rivers.", 5);
+  // An input appended but not yet answered is part of what the fork copies.
+  REQUIRE(rt->append_input(*source, {{InputItem::Kind::kUserMessage, "And lakes?", ""}}).ok());
+
+  auto fork = rt->fork_session(*source);
+  REQUIRE(fork.ok());
+  CHECK(*fork != *source);
+  CHECK(rt->session(*fork)->tenant == std::optional<int64_t>(acme));
+  CHECK(rt->session(*source)->tenant == std::optional<int64_t>(acme));
+  CHECK(rt->session_summary(*fork)->forked_from == *source);
+  CHECK(rt->session_summary(*fork)->tenant == std::optional<int64_t>(acme));
+  // The source was snapshotted first: the fork restores its whole state, with no prefill.
+  CHECK(rt->session(*fork)->n_tokens == rt->session(*source)->n_tokens);
+  CHECK(rt->session(*fork)->n_tokens > 0);
+  CHECK(rt->session(*fork)->pending_tokens == rt->session(*source)->pending_tokens);
+  CHECK(*rt->next_logits(*fork) == *rt->next_logits(*source));
+  CHECK(rt->stats().rebuilds == 0);
+
+  // The same response on both: the same text, the same state after it.
+  ResponseOptions seeded = greedy(6);
+  seeded.sampling.temperature = 1.0;
+  seeded.sampling.seed = 7;
+  std::string texts[2];
+  for (int i = 0; i < 2; ++i) {
+    Collector c;
+    REQUIRE(rt->create_response(i == 0 ? *source : *fork, seeded, c.sink()).ok());
+    REQUIRE(c.wait().kind == ResponseEvent::Kind::kCompleted);
+    texts[i] = c.text();
+  }
+  CHECK(texts[0] == texts[1]);
+  CHECK(*rt->next_logits(*fork) == *rt->next_logits(*source));
+  check_exact(*rt, db, *fork);
+
+  // A swapped-out source forks from its snapshot; the fork of a fork works too.
+  REQUIRE(rt->swap_out(*source).ok());
+  auto second = rt->fork_session(*fork, "second");
+  REQUIRE(second.ok());
+  CHECK(*second == "second");
+  auto third = rt->fork_session(*source);
+  REQUIRE(third.ok());
+  std::string a, b, c;
+  turn(*rt, *source, "Continue.", 4, &a);
+  turn(*rt, *second, "Continue.", 4, &b);
+  turn(*rt, *third, "Continue.", 4, &c);
+  CHECK(a == b);
+  CHECK(a == c);
+  CHECK(*rt->next_logits(*source) == *rt->next_logits(*second));
+  CHECK(*rt->next_logits(*source) == *rt->next_logits(*third));
+
+  // Not while a response runs; not of a session that does not exist.
+  REQUIRE(rt->append_input(*source, {{InputItem::Kind::kUserMessage, "Talk for a long time.", ""}}).ok());
+  Collector running;
+  REQUIRE(rt->create_response(*source, greedy(200), running.sink()).ok());
+  CHECK(rt->fork_session(*source).status().code() == ErrorCode::kFailedPrecondition);
+  REQUIRE(rt->cancel(*source).ok());
+  running.wait();
+  CHECK(rt->fork_session("missing").status().code() == ErrorCode::kNotFound);
+
+  // Listing and counting by tenant, without loading.
+  CHECK(rt->list_sessions(acme)->size() == 4);
+  CHECK(rt->list_sessions(other)->size() == 1);
+  CHECK(rt->list_sessions()->size() == 5);
+  CHECK(rt->count_open_sessions(acme).value() == 4);
+  REQUIRE(rt->close_session(*third).ok());
+  CHECK(rt->count_open_sessions(acme).value() == 3);
+  CHECK(rt->session_summary(*third)->status == SessionStatus::kClosed);
+  CHECK(rt->session_summary("missing").status().code() == ErrorCode::kNotFound);
+}
+
 }  // namespace hippo::agents

@@ -44,7 +44,7 @@ TEST_CASE("a command line without a subcommand, or with an unknown one, is a usa
 
 TEST_CASE("subcommands that are not built yet say so and exit 69", "[cli]") {
   for (std::vector<const char*> args : std::vector<std::vector<const char*>>{
-           {"chat"}, {"chat", "--port", "9000"}, {"key", "create"}}) {
+           {"chat"}, {"chat", "--port", "9000"}}) {
     auto r = run_cli(args);
     INFO(args.front());
     CHECK(r.code == hippo::cli::kExitUnavailable);
@@ -53,6 +53,29 @@ TEST_CASE("subcommands that are not built yet say so and exit 69", "[cli]") {
   }
   auto chat = run_cli({"chat"});
   CHECK(chat.err == "hippo: hippo chat: not built yet (chat client, issue #7)\n");
+}
+
+TEST_CASE("key commands check their flags before they touch a database", "[cli]") {
+  CHECK(run_cli({"key"}).code == hippo::cli::kExitUsage);
+  CHECK(run_cli({"key", "create"}).code == hippo::cli::kExitUsage);  // --tenant is required
+  CHECK(run_cli({"key", "revoke"}).code == hippo::cli::kExitUsage);
+  CHECK(run_cli({"key", "revoke", "zero"}).code == hippo::cli::kExitUsage);
+  for (const char* flag : {"--max-sessions", "--tokens-per-minute"}) {
+    for (const char* bad : {"-1", "lots", "5x"}) {
+      auto r = run_cli({"key", "create", "--tenant", "acme", flag, bad, "--db", "/nonexistent/dir/hippo.db"});
+      INFO(flag << " " << bad);
+      CHECK(r.code == hippo::cli::kExitUsage);
+      CHECK_THAT(r.err, Catch::Contains(flag));
+      CHECK(r.out.empty());
+    }
+  }
+}
+
+TEST_CASE("serve refuses --auth off on an address other machines reach", "[cli]") {
+  auto r = run_cli({"serve", "--auth", "off", "--bind", "0.0.0.0", "--db", "/nonexistent/dir/hippo.db"});
+  CHECK(r.code == hippo::cli::kExitUsage);
+  CHECK_THAT(r.err, Catch::Contains("loopback"));
+  CHECK(run_cli({"serve", "--auth", "maybe"}).code == hippo::cli::kExitUsage);
 }
 
 TEST_CASE("run needs a model and a prompt", "[cli]") {

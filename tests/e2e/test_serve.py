@@ -11,9 +11,8 @@ import openai
 import pytest
 import websockets
 
-from serve_helpers import HIPPO, Server, make_checkpoint
+from serve_helpers import HIPPO, TIMEOUT, Client, Server, make_checkpoint, metric, run
 
-TIMEOUT = 60
 STREAM_GRACE = 2  # seconds a dropped client's response waits for it (--stream-grace)
 
 
@@ -28,48 +27,6 @@ def server(checkpoint, tmp_path_factory):
     with Server(work, "--model", str(checkpoint), "--db", str(work / "hippo.db"), "--stream-grace", str(STREAM_GRACE)) as s:
         yield s
         assert s.stop() == 0, s.log()
-
-
-class Client:
-    """One WebSocket connection speaking the agents protocol."""
-
-    def __init__(self, ws):
-        self.ws = ws
-        self.seqs = []
-
-    async def send(self, **event):
-        await self.ws.send(json.dumps(event))
-
-    async def recv(self):
-        event = json.loads(await asyncio.wait_for(self.ws.recv(), TIMEOUT))
-        self.seqs.append(event["seq"])
-        return event
-
-    async def expect(self, type_, **event):
-        await self.send(**event)
-        reply = await self.recv()
-        assert reply["type"] == type_, reply
-        return reply
-
-    async def create_session(self, **fields):
-        return (await self.expect("session.created", type="session.create", **fields))["session_id"]
-
-    async def append(self, sid, text):
-        return await self.expect("input.appended", type="input.append", session_id=sid,
-                                 items=[{"type": "message", "content": text}])
-
-    async def until_done(self, sid=None):
-        """Events up to the response's completed/failed event (of session sid, when given)."""
-        events = []
-        while True:
-            e = await self.recv()
-            events.append(e)
-            if e["type"] in ("response.completed", "response.failed") and (sid is None or e["session_id"] == sid):
-                return events
-
-
-def run(coro):
-    return asyncio.run(coro)
 
 
 def test_health_models_and_metrics(server):
@@ -88,28 +45,22 @@ def test_health_models_and_metrics(server):
     for name in ("hippo_sessions", "hippo_resident_sessions", "hippo_resident_bytes", "hippo_swap_outs_total",
                  "hippo_resumes_total", "hippo_rebuilds_total", "hippo_snapshots_total", "hippo_queued_responses",
                  "hippo_running_responses", "hippo_connections_total", "hippo_http_requests_total",
-                 "hippo_output_tokens_total"):
+                 "hippo_output_tokens_total", "hippo_auth_failures_total", "hippo_rate_limited_total",
+                 "hippo_quota_exceeded_total"):
         assert f"\n# TYPE {name} " in "\n" + text, name
         assert any(line.startswith(name + " ") for line in text.splitlines()), name
 
-    r = subprocess.run(["curl", "-sS", "-o", "/dev/null", "-w", "%{http_code}", server.http + "/nowhere"],
+    r = subprocess.run(["curl", "-sS", "-o", "/dev/null", "-w", "%{http_code}", "-H",
+                        f"Authorization: Bearer {server.api_key}", server.http + "/nowhere"],
                        capture_output=True, text=True, timeout=30)
     assert r.stdout == "404"
-
-
-def metric(server, name):
-    _, _, text = server.get("/metrics")
-    for line in text.splitlines():
-        if line.startswith(name + " "):
-            return float(line.split()[1])
-    raise AssertionError(f"{name} missing from /metrics")
 
 
 def test_websocket_session_streams_a_response(server):
     tokens_before = metric(server, "hippo_output_tokens_total")
 
     async def main():
-        async with websockets.connect(server.ws) as ws:
+        async with server.connect() as ws:
             c = Client(ws)
             created = await c.expect("session.created", type="session.create", event_id="c1",
                                      instructions="You are a hippo.")
@@ -150,7 +101,7 @@ def test_websocket_session_streams_a_response(server):
 
 def test_two_sessions_on_one_connection(server):
     async def main():
-        async with websockets.connect(server.ws) as ws:
+        async with server.connect() as ws:
             c = Client(ws)
             a = await c.create_session(instructions="Session A")
             b = await c.create_session(instructions="Session B")
@@ -177,7 +128,7 @@ def test_two_sessions_on_one_connection(server):
 
 def test_cancel_ends_a_response_as_cancelled(server):
     async def main():
-        async with websockets.connect(server.ws) as ws:
+        async with server.connect() as ws:
             c = Client(ws)
             sid = await c.create_session()
             await c.append(sid, "Write a very long story.")
@@ -201,14 +152,14 @@ def test_a_reconnecting_client_resumes_the_stream_where_it_left(server):
 
     async def main():
         # The uninterrupted answer (greedy, so the interrupted one must equal it).
-        async with websockets.connect(server.ws) as ws:
+        async with server.connect() as ws:
             c = Client(ws)
             ref = await c.create_session()
             await c.append(ref, prompt)
             await c.expect("response.created", type="response.create", session_id=ref, max_output_tokens=300)
             ref_events = await c.until_done()
             expected = "".join(e["delta"] for e in ref_events if e["type"] == "response.output_text.delta")
-        async with websockets.connect(server.ws) as ws:
+        async with server.connect() as ws:
             c = Client(ws)
             sid = await c.create_session()
             await c.append(sid, prompt)
@@ -222,7 +173,7 @@ def test_a_reconnecting_client_resumes_the_stream_where_it_left(server):
                 last_seen = e["session_seq"]
                 text += e["delta"]
         # The connection dropped mid-response; the response runs on and a new connection picks it up.
-        async with websockets.connect(server.ws) as ws:
+        async with server.connect() as ws:
             c = Client(ws)
             view = await c.expect("session.resumed", type="session.resume", session_id=sid, after_seq=last_seen)
             assert view["session_seq"] >= last_seen
@@ -246,7 +197,7 @@ def test_a_reconnecting_client_resumes_the_stream_where_it_left(server):
 
 def test_a_response_nobody_comes_back_for_is_cancelled_after_the_grace_period(server):
     async def main():
-        async with websockets.connect(server.ws) as ws:
+        async with server.connect() as ws:
             c = Client(ws)
             sid = await c.create_session()
             await c.append(sid, "Talk for a long time.")
@@ -262,7 +213,7 @@ def test_a_response_nobody_comes_back_for_is_cancelled_after_the_grace_period(se
         assert metric(server, "hippo_running_responses") == 0
         assert asyncio.get_running_loop().time() - left >= STREAM_GRACE * 0.9
         # The session is not gone: its stream tells how the response ended, and it takes the next turn.
-        async with websockets.connect(server.ws) as ws:
+        async with server.connect() as ws:
             c = Client(ws)
             view = await c.expect("session.resumed", type="session.resume", session_id=sid, after_seq=last_seen)
             assert view["status"] in ("ready", "swapped") and view["n_tokens"] > 0
@@ -277,7 +228,7 @@ def test_a_response_nobody_comes_back_for_is_cancelled_after_the_grace_period(se
 
 def test_bad_events_are_errors_and_the_server_keeps_serving(server):
     async def main():
-        async with websockets.connect(server.ws) as ws:
+        async with server.connect() as ws:
             c = Client(ws)
             await ws.send("{not json")
             assert (await c.recv())["code"] == "invalid_json"
@@ -307,12 +258,12 @@ def test_bad_events_are_errors_and_the_server_keeps_serving(server):
             assert (await c.until_done())[-1]["type"] == "response.completed"
 
         # A frame over the 4 MiB limit closes that connection with 1009; others are unaffected.
-        async with websockets.connect(server.ws, max_size=None) as ws:
+        async with server.connect(max_size=None) as ws:
             with pytest.raises(websockets.ConnectionClosed) as closed:
                 await ws.send("x" * (5 << 20))  # may fail already: the server closes while it arrives
                 await asyncio.wait_for(ws.recv(), TIMEOUT)
             assert closed.value.rcvd.code == 1009
-        async with websockets.connect(server.ws) as ws:
+        async with server.connect() as ws:
             c = Client(ws)
             assert (await c.create_session()).startswith("s_")
 
@@ -322,7 +273,7 @@ def test_bad_events_are_errors_and_the_server_keeps_serving(server):
 
 
 def test_openai_client_chat_completions(server):
-    client = openai.OpenAI(base_url=server.http + "/v1", api_key="unused", max_retries=0, timeout=TIMEOUT)
+    client = openai.OpenAI(base_url=server.http + "/v1", api_key=server.api_key, max_retries=0, timeout=TIMEOUT)
     assert [m.id for m in client.models.list()] == ["tiny"]
 
     r = client.chat.completions.create(
@@ -369,7 +320,7 @@ def test_sigterm_snapshots_and_a_restarted_server_resumes(checkpoint, tmp_path):
     db = tmp_path / "resume.db"
 
     async def first_life(s):
-        async with websockets.connect(s.ws) as ws:
+        async with s.connect() as ws:
             c = Client(ws)
             sid = await c.create_session(instructions="Remember the river.")
             await c.append(sid, "The river is called Nile. " * 20)
@@ -389,7 +340,7 @@ def test_sigterm_snapshots_and_a_restarted_server_resumes(checkpoint, tmp_path):
         assert "every session is snapshotted" in s.log()
 
     async def second_life(s):
-        async with websockets.connect(s.ws) as ws:
+        async with s.connect() as ws:
             c = Client(ws)
             resumed = await c.expect("session.resumed", type="session.resume", session_id=sid)
             assert resumed["status"] == "swapped" and resumed["n_tokens"] > 0

@@ -97,11 +97,12 @@ TEST_CASE("the log keeps each message's token ids; a version-1 database is migra
     REQUIRE(store->append_message("s1", user).ok());
     CHECK(store->list_messages("s1").value()[0].token_ids == user.token_ids);
   }
-  {  // back to the first format: no token_ids column
+  {  // back to the first format: no token_ids column, no tenant limits
     auto db = Db::open(path, Db::Mode::kReadWrite, 1000);
     REQUIRE(db.ok());
-    REQUIRE(db->exec("ALTER TABLE messages DROP COLUMN token_ids; UPDATE meta SET value = '1' WHERE key = "
-                     "'format_version'").ok());
+    REQUIRE(db->exec("DROP INDEX sessions_by_tenant; ALTER TABLE tenants DROP COLUMN max_sessions; ALTER TABLE "
+                     "tenants DROP COLUMN tokens_per_minute; ALTER TABLE messages DROP COLUMN token_ids; UPDATE meta "
+                     "SET value = '1' WHERE key = 'format_version'").ok());
   }
   auto store = open_store(path);
   CHECK(count_rows(path, "SELECT value FROM meta WHERE key = 'format_version'") == kFormatVersion);
@@ -121,8 +122,8 @@ TEST_CASE("API keys are stored hashed and resolve to their tenant until revoked"
     REQUIRE(tenant.ok());
     CHECK(store->create_tenant("acme").status().code() == ErrorCode::kAlreadyExists);
     REQUIRE(store->add_api_key(*tenant, key, "ci").ok());
-    CHECK(store->add_api_key(*tenant, key, "again").code() == ErrorCode::kAlreadyExists);
-    CHECK(store->add_api_key(*tenant, "short", "x").code() == ErrorCode::kInvalidArgument);
+    CHECK(store->add_api_key(*tenant, key, "again").status().code() == ErrorCode::kAlreadyExists);
+    CHECK(store->add_api_key(*tenant, "short", "x").status().code() == ErrorCode::kInvalidArgument);
     CHECK(store->tenant_for_api_key(key).value() == *tenant);
     CHECK_FALSE(store->tenant_for_api_key("hk_live_not_a_real_key_000").value().has_value());
     REQUIRE(store->revoke_api_key(key).ok());
@@ -133,6 +134,113 @@ TEST_CASE("API keys are stored hashed and resolve to their tenant until revoked"
     const std::string bytes((std::istreambuf_iterator<char>(file)), std::istreambuf_iterator<char>());
     CHECK(bytes.find(key) == std::string::npos);
   }
+}
+
+TEST_CASE("API keys are listed and revoked by id, never shown, and new keys are long and distinct", "[storage]") {
+  TempDir dir;
+  auto store = open_store(dir.file("hippo.db"));
+  CHECK(store->count_api_keys().value() == 0);
+  const std::string a = new_api_key().value(), b = new_api_key().value();
+  CHECK(a != b);
+  CHECK(a.size() == 3 + 43);
+  CHECK_THAT(a, Catch::StartsWith("hk_"));
+  CHECK(a.find_first_not_of("hk_ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789-") == std::string::npos);
+  const TenantInfo acme = store->ensure_tenant("acme").value();
+  CHECK(store->ensure_tenant("acme").value().id == acme.id);  // found, not made again
+  const std::int64_t first = store->add_api_key(acme.id, a, "laptop").value();
+  const std::int64_t second = store->add_api_key(store->ensure_tenant("zeta")->id, b, "").value();
+  CHECK(second > first);
+  CHECK(store->count_api_keys().value() == 2);
+  REQUIRE(store->revoke_api_key(first).ok());
+  CHECK(store->revoke_api_key(first).code() == ErrorCode::kNotFound);
+  CHECK(store->revoke_api_key(std::int64_t{999}).code() == ErrorCode::kNotFound);
+  CHECK_FALSE(store->tenant_for_api_key(a).value().has_value());
+  CHECK(store->tenant_for_api_key(b).value().has_value());
+  auto keys = store->list_api_keys();
+  REQUIRE(keys.ok());
+  REQUIRE(keys->size() == 2);
+  CHECK((*keys)[0].id == first);
+  CHECK((*keys)[0].tenant == "acme");
+  CHECK((*keys)[0].label == "laptop");
+  CHECK((*keys)[0].revoked_at.has_value());
+  CHECK((*keys)[1].tenant == "zeta");
+  CHECK_FALSE((*keys)[1].revoked_at.has_value());
+  CHECK(store->count_api_keys().value() == 2);  // revoked keys still count: the server makes no new one
+}
+
+TEST_CASE("tenant limits: NULL is the server default and 0 no limit, open sessions are counted", "[storage]") {
+  TempDir dir;
+  auto store = open_store(dir.file("hippo.db"));
+  const TenantInfo acme = store->ensure_tenant("acme").value();
+  CHECK_FALSE(acme.limits.max_sessions.has_value());
+  CHECK_FALSE(acme.limits.tokens_per_minute.has_value());
+  REQUIRE(store->set_tenant_limits(acme.id, {3, 0}).ok());
+  TenantInfo read = store->get_tenant(acme.id).value();
+  CHECK(read.name == "acme");
+  CHECK(read.limits.max_sessions == std::optional<std::int64_t>(3));
+  CHECK(read.limits.tokens_per_minute == std::optional<std::int64_t>(0));
+  REQUIRE(store->set_tenant_limits(acme.id, {std::nullopt, 500}).ok());
+  read = store->find_tenant("acme").value().value();
+  CHECK_FALSE(read.limits.max_sessions.has_value());
+  CHECK(read.limits.tokens_per_minute == std::optional<std::int64_t>(500));
+  CHECK(store->set_tenant_limits(acme.id, {-1, std::nullopt}).code() == ErrorCode::kInvalidArgument);
+  CHECK(store->set_tenant_limits(999, {}).code() == ErrorCode::kNotFound);
+  CHECK(store->get_tenant(999).status().code() == ErrorCode::kNotFound);
+  CHECK_FALSE(store->find_tenant("nobody").value().has_value());
+
+  const std::int64_t other = store->create_tenant("other").value();
+  for (const char* id : {"a1", "a2", "a3"}) REQUIRE(store->create_session({id, acme.id, "fp"}).ok());
+  REQUIRE(store->create_session({"b1", other, "fp"}).ok());
+  REQUIRE(store->create_session({"orphan", std::nullopt, "fp"}).ok());
+  REQUIRE(store->set_session_status("a2", "closed").ok());
+  CHECK(store->count_open_sessions(acme.id).value() == 2);
+  CHECK(store->count_open_sessions(other).value() == 1);
+  CHECK(store->list_tenant_sessions(acme.id)->size() == 3);  // closed ones are listed too
+
+  // Sessions without a tenant go to the named one (created when missing), once.
+  CHECK(store->adopt_untenanted_sessions("default").value() == 1);
+  const TenantInfo fallback = store->find_tenant("default").value().value();
+  CHECK(store->get_session("orphan")->tenant_id == std::optional<std::int64_t>(fallback.id));
+  CHECK(store->adopt_untenanted_sessions("default").value() == 0);
+  CHECK_FALSE(store->find_tenant("unused").value().has_value());
+  CHECK(store->adopt_untenanted_sessions("unused").value() == 0);
+  CHECK_FALSE(store->find_tenant("unused").value().has_value());  // no tenant made for nothing
+}
+
+TEST_CASE("a version-2 database gets tenant limits and keeps its tenants and keys", "[storage]") {
+  TempDir dir;
+  const std::string path = dir.file("hippo.db");
+  const std::string key = "hk_test_0123456789abcdef0123";
+  std::int64_t tenant = 0;
+  {
+    auto store = open_store(path);
+    tenant = store->create_tenant("acme").value();
+    REQUIRE(store->add_api_key(tenant, key, "ci").ok());
+    REQUIRE(store->create_session({"s1", tenant, "fp"}).ok());
+  }
+  {  // back to format 2: the tenants table as it was
+    auto db = Db::open(path, Db::Mode::kReadWrite, 1000);
+    REQUIRE(db.ok());
+    REQUIRE(db->exec("DROP INDEX sessions_by_tenant; ALTER TABLE tenants DROP COLUMN max_sessions; ALTER TABLE "
+                     "tenants DROP COLUMN tokens_per_minute; UPDATE meta SET value = '2' WHERE key = "
+                     "'format_version'").ok());
+  }
+  {  // a read-only open cannot migrate: a clear error, nothing changed
+    StoreOptions read_only;
+    read_only.read_only = true;
+    auto refused = SessionStore::open(path, read_only);
+    CHECK(refused.status().code() == ErrorCode::kFailedPrecondition);
+    CHECK_THAT(refused.status().message(), Catch::Contains("needs migrating to 3"));
+  }
+  auto store = open_store(path);
+  CHECK(count_rows(path, "SELECT value FROM meta WHERE key = 'format_version'") == 3);
+  CHECK(count_rows(path, "SELECT count(*) FROM sqlite_schema WHERE name = 'sessions_by_tenant'") == 1);
+  CHECK(store->tenant_for_api_key(key).value() == std::optional<std::int64_t>(tenant));
+  const TenantInfo read = store->get_tenant(tenant).value();
+  CHECK_FALSE(read.limits.max_sessions.has_value());  // migrated tenants take the server's defaults
+  CHECK_FALSE(read.limits.tokens_per_minute.has_value());
+  CHECK(store->count_open_sessions(tenant).value() == 1);
+  REQUIRE(store->set_tenant_limits(tenant, {2, 100}).ok());
 }
 
 TEST_CASE("a snapshot restores byte-identical streams and frontier", "[storage][snapshot]") {
