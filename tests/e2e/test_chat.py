@@ -1,6 +1,8 @@
 """End-to-end tests of `hippo chat` against a real `hippo serve` on a tiny checkpoint, driven through
 pipes as a script would: stdin lines in, the streamed answers and the bracketed lines about the chat
 (`[session] ...`, `[usage] ...`, `[snapshot] ...`) on stdout, errors of the server on stderr."""
+import json
+import os
 import re
 import signal
 import socket
@@ -20,9 +22,13 @@ VIEW = re.compile(r"^\[(session|snapshot)\] (s_\w+) (resumed|snapshotted): statu
 
 
 @pytest.fixture(scope="module")
-def server(tmp_path_factory):
+def checkpoint(tmp_path_factory):
+    return make_checkpoint(tmp_path_factory.mktemp("chat-model"))
+
+
+@pytest.fixture(scope="module")
+def server(checkpoint, tmp_path_factory):
     work = tmp_path_factory.mktemp("chat")
-    checkpoint = make_checkpoint(work)
     with Server(work, "--model", str(checkpoint), "--db", str(work / "hippo.db")) as s:
         yield s
         assert s.stop() == 0, s.log()
@@ -171,3 +177,49 @@ def test_a_wrong_endpoint_and_an_unknown_session_at_start_fail(server):
     r = chat(server, "--session", "s_missing", input="Hello\n")
     assert r.returncode == 1
     assert "not_found" in r.stderr and "s_missing" in r.stderr
+
+
+def test_tool_results_for_a_session_that_awaits_them(checkpoint, tmp_path):
+    """The random checkpoint calls no tools by itself: a session whose model called two (written by
+    HIPPO_MAKE_TOOL_SESSION through the real store) is resumed; a plain line answers the first call,
+    /tool the other, and then the next response runs."""
+    db = tmp_path / "tools.db"
+    tools = [{"name": "calculator", "parameters": {"type": "object", "properties": {"expression": {"type": "string"}}}},
+             {"name": "clock", "parameters": {"type": "object", "properties": {}}}]
+    r = subprocess.run([os.environ["HIPPO_MAKE_TOOL_SESSION"], str(checkpoint), str(db), "s_tools", json.dumps(tools),
+                        "What is 6 * 7, and what time is it?", "calculator", '{"expression": "6 * 7"}', "clock", "{}"],
+                       capture_output=True, text=True, timeout=TIMEOUT)
+    assert r.returncode == 0, r.stderr
+    with Server(tmp_path, "--model", str(checkpoint), "--db", str(db)) as s:
+        r = chat(s, "--session", "s_tools", "--max-output-tokens", "3",
+                 input="/snapshot\n42\n/tool call_1 half past noon\n/snapshot\n")
+        assert s.stop() == 0, s.log()
+    assert r.returncode == 0, r.stderr
+    assert re.search(r"^\[session\] s_tools resumed: status awaiting_tool, .*, awaiting call_0 call_1$", r.stdout, re.M)
+    before, after = views(r.stdout, "snapshot")
+    assert before["status"] == "awaiting_tool"
+    (u,) = usages(r.stdout)  # one response, once both results were in
+    assert u["output"] >= 1 and u["input"] > before["n_tokens"]
+    assert after["status"] == "ready" and after["n_tokens"] > before["n_tokens"]
+    assert r.stderr == ""
+
+
+def test_thinking_sessions_show_reasoning_and_tools_are_declared(server, tmp_path):
+    tools = tmp_path / "tools.json"
+    tools.write_text(json.dumps([{"name": "calculator", "description": "Arithmetic",
+                                  "parameters": {"type": "object", "properties": {"expression": {"type": "string"}}}}]))
+    r = chat(server, "--thinking", "--tools", str(tools), "--tool-choice", "auto", "--max-output-tokens", "6",
+             "--temperature", "0.8", "--seed", "7", "--top-p", "0.9", "--top-k", "50", input="Think first.\n")
+    assert r.returncode == 0, r.stderr
+    # The random model seldom closes its reasoning: what it wrote is marked, then the usage on a line of its own.
+    body = r.stdout.split(" created\n", 1)[1]
+    assert body.startswith("[reasoning] ") and "\x1b[" not in r.stdout  # plain text: stdout is not a terminal
+    (u,) = usages(r.stdout)
+    assert u["output"] == 6 or u["finish"] == "stop"
+    # The tools are in the session's prompt: it is longer than one without them.
+    plain = chat(server, "--thinking", "--max-output-tokens", "1", input="Think first.\n")
+    assert usages(plain.stdout)[0]["input"] < u["input"]
+    bad = tmp_path / "bad.json"
+    bad.write_text('{"name": "not an array"}')
+    r = chat(server, "--tools", str(bad))
+    assert r.returncode == 2 and "must be a JSON array" in r.stderr
