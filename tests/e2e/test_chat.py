@@ -171,7 +171,9 @@ def test_a_refused_connection_and_a_bad_url_are_clear_errors():
 
 
 def test_a_wrong_endpoint_and_an_unknown_session_at_start_fail(server):
-    r = subprocess.run([HIPPO, "chat", "--url", server.ws.replace("/v1/agents", "/v1/nothing")], input="",
+    key = getattr(server, "api_key", None)
+    r = subprocess.run([HIPPO, "chat", "--url", server.ws.replace("/v1/agents", "/v1/nothing"),
+                        *(["--api-key", key] if key else [])], input="",
                        capture_output=True, text=True, env=clean_env(), timeout=TIMEOUT)
     assert r.returncode == 1 and "refused the WebSocket upgrade: HTTP 404" in r.stderr
     r = chat(server, "--session", "s_missing", input="Hello\n")
