@@ -45,7 +45,7 @@ std::unique_ptr<CLI::App> build_app(Invocation& inv) {
   app->add_option("--log-format", inv.log_format, "text (logfmt fields) or json")->capture_default_str();
 
   add_serve_command(*app, inv);
-  add_unbuilt_command(*app, "chat", "Interactive terminal client for a running server", "chat client, issue #7", inv);
+  add_chat_command(*app, inv);
   add_run_command(*app, inv);
   add_session_commands(*app, inv);
   add_model_commands(*app, inv);

@@ -47,6 +47,7 @@ void add_run_command(CLI::App& app, Invocation& invocation);  // `hippo run`
 void add_session_commands(CLI::App& app, Invocation& invocation);
 void add_serve_command(CLI::App& app, Invocation& invocation);  // `hippo serve` (serve_command.cpp)
 void add_key_commands(CLI::App& app, Invocation& invocation);   // `hippo key` (key_commands.cpp)
+void add_chat_command(CLI::App& app, Invocation& invocation);   // `hippo chat` (chat_command.cpp)
 
 // Registers a subcommand that exists in the interface but not yet in the code: running it says
 // so and exits with kExitUnavailable. `what` names the missing piece.

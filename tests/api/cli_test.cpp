@@ -44,15 +44,31 @@ TEST_CASE("a command line without a subcommand, or with an unknown one, is a usa
 
 TEST_CASE("subcommands that are not built yet say so and exit 69", "[cli]") {
   for (std::vector<const char*> args : std::vector<std::vector<const char*>>{
-           {"chat"}, {"chat", "--port", "9000"}}) {
+           {"bench", "server"}, {"bench", "server", "--connections", "1000"}}) {
     auto r = run_cli(args);
     INFO(args.front());
     CHECK(r.code == hippo::cli::kExitUnavailable);
     CHECK_THAT(r.err, Catch::Contains("not built yet"));
     CHECK(r.out.empty());
   }
-  auto chat = run_cli({"chat"});
-  CHECK(chat.err == "hippo: hippo chat: not built yet (chat client, issue #7)\n");
+  auto bench = run_cli({"bench", "server"});
+  CHECK(bench.err == "hippo: hippo bench server: not built yet (agent server, issue #7)\n");
+}
+
+TEST_CASE("chat checks its URL and settings before it connects", "[cli]") {
+  for (const char* url : {"http://127.0.0.1:8080/v1/agents", "wss://example.com/v1/agents", "ws://:80/v1/agents",
+                          "ws://127.0.0.1:port/v1/agents", "ws://[::1/v1/agents"}) {
+    auto r = run_cli({"chat", "--url", url});
+    INFO(url);
+    CHECK(r.code == hippo::cli::kExitUsage);
+    CHECK_THAT(r.err, Catch::Contains(url));
+    CHECK(r.out.empty());
+  }
+  CHECK(run_cli({"chat", "--tool-choice", "sometimes"}).code == hippo::cli::kExitUsage);
+  CHECK(run_cli({"chat", "--max-output-tokens", "0"}).code == hippo::cli::kExitUsage);
+  auto tools = run_cli({"chat", "--tools", "/nonexistent/tools.json"});
+  CHECK(tools.code == hippo::cli::kExitUsage);
+  CHECK_THAT(tools.err, Catch::Contains("--tools /nonexistent/tools.json: cannot be read"));
 }
 
 TEST_CASE("key commands check their flags before they touch a database", "[cli]") {

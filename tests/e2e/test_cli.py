@@ -19,8 +19,8 @@ def test_version():
     assert r.stdout.startswith("hippo 0.")
 
 
-def test_chat_is_not_built_yet_and_says_so():
-    r = hippo("chat")
+def test_an_unbuilt_command_says_so():
+    r = hippo("bench", "server")
     assert r.returncode == 69
     assert "not built yet" in r.stderr
     assert r.stdout == ""
