@@ -44,7 +44,7 @@ class HippoServer:
         self.log = open(log_path, "w") if log_path else subprocess.DEVNULL
         self.proc = subprocess.Popen(args, stdout=subprocess.PIPE, stderr=self.log, text=True)
         line = self.proc.stdout.readline()  # the first stdout line, once the port is bound
-        m = re.search(r"listening on http://(\S+)", line)
+        m = re.search(r"listening on https?://(\S+)", line)
         if not m:
             self.proc.wait(timeout=60)
             tail = ""
@@ -92,9 +92,21 @@ async def second_life(url, api_key, sid, out):
         return view, answer, after
 
 
+def create_key(hippo, db, tenant="walkthrough"):
+    """`hippo key create`: the key is printed once (stdout); the database keeps only its hash."""
+    r = subprocess.run([hippo, "key", "create", "--tenant", tenant, "--label", "snapshot_resume", "--db", str(db)],
+                       capture_output=True, text=True, timeout=60)
+    if r.returncode != 0:
+        raise RuntimeError(f"hippo key create failed: {r.stderr.strip()}")
+    return r.stdout.strip()
+
+
 def run(hippo, model, db, api_key=None, serve_args=(), log_dir=None, out=print):
     """The walkthrough; returns (ok, facts)."""
     log_dir = pathlib.Path(log_dir or pathlib.Path(db).parent)
+    if api_key is None:
+        api_key = create_key(hippo, db)
+        out(f"[key] created an API key for tenant walkthrough in {db}")
     server = HippoServer(hippo, db, model, serve_args, log_dir / "serve-1.log")
     try:
         out(f"[server] listening at {server.url} (database {db})")
@@ -135,7 +147,8 @@ def main(argv=None):
     parser.add_argument("--model", help="checkpoint folder (default: the server's embedded default model)")
     parser.add_argument("--db", help="session database (default: one in a temporary folder)")
     parser.add_argument("--api-key", default=os.environ.get("HIPPO_API_KEY"),
-                        help="API key for the client (default: $HIPPO_API_KEY)")
+                        help="API key for the client (default: $HIPPO_API_KEY; without one, the walkthrough creates "
+                             "one with `hippo key create` in its database)")
     parser.add_argument("--serve-arg", action="append", default=[], help="an extra argument for `hippo serve`")
     args = parser.parse_args(argv)
     with tempfile.TemporaryDirectory(prefix="hippo-snapshot-resume-") as tmp:

@@ -192,7 +192,8 @@ def test_tool_results_for_a_session_that_awaits_them(checkpoint, tmp_path):
                         "What is 6 * 7, and what time is it?", "calculator", '{"expression": "6 * 7"}', "clock", "{}"],
                        capture_output=True, text=True, timeout=TIMEOUT)
     assert r.returncode == 0, r.stderr
-    with Server(tmp_path, "--model", str(checkpoint), "--db", str(db)) as s:
+    # The fixture's session has no tenant; the server gives such sessions to tenant default.
+    with Server(tmp_path, "--model", str(checkpoint), "--db", str(db), tenant="default") as s:
         r = chat(s, "--session", "s_tools", "--max-output-tokens", "3",
                  input="/snapshot\n42\n/tool call_1 half past noon\n/snapshot\n")
         assert s.stop() == 0, s.log()

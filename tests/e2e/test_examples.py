@@ -141,7 +141,8 @@ def test_tool_agent_runs_the_calls_of_a_session_that_awaits_them(checkpoint, tmp
             after = await client.snapshot("s_tools")
             return view, summary, lines, after
 
-    with Server(tmp_path, "--model", str(checkpoint), "--db", str(db)) as s:
+    # The fixture's session has no tenant; the server gives such sessions to tenant default.
+    with Server(tmp_path, "--model", str(checkpoint), "--db", str(db), tenant="default") as s:
         view, summary, lines, after = asyncio.run(main(s))
         assert s.stop() == 0, s.log()
     assert [(call.call_id, result) for call, result in summary["tool_runs"]] == [
