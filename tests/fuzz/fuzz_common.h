@@ -1,0 +1,77 @@
+// Helpers shared by the fuzz targets: comparing the agents layer's types, and the checks every
+// parser's output must pass whichever wire format it came from.
+#pragma once
+
+#include "agents/agent_types.h"
+#include "tests/fuzz/fuzz_check.h"
+
+#include <boost/json/parse.hpp>
+#include <boost/json/value.hpp>
+
+#include <cstddef>
+#include <cstdint>
+#include <cstring>
+#include <string>
+#include <string_view>
+#include <vector>
+
+namespace hippo::fuzz {
+
+inline std::string_view as_text(const uint8_t* data, size_t size) {
+  return size == 0 ? std::string_view() : std::string_view(reinterpret_cast<const char*>(data), size);
+}
+
+// text is one JSON value (what every body and event hippo sends must be); returns it.
+inline boost::json::value parse_json_or_die(std::string_view text, std::string_view what) {
+  boost::system::error_code ec;
+  boost::json::value value = boost::json::parse(text, ec);
+  HIPPO_FUZZ_CHECK(!ec, std::string(what) + " is not JSON (" + ec.message() + "): " + std::string(text));
+  return value;
+}
+
+inline bool same_tools(const tokenizer::ToolDefinition& a, const tokenizer::ToolDefinition& b) {
+  return a.name == b.name && a.description == b.description && a.parameters == b.parameters;
+}
+
+inline bool same_settings(const agents::SessionSettings& a, const agents::SessionSettings& b) {
+  if (a.instructions != b.instructions || a.tool_choice != b.tool_choice || a.thinking != b.thinking ||
+      a.effort != b.effort || a.tools.size() != b.tools.size())
+    return false;
+  for (size_t i = 0; i < a.tools.size(); ++i)
+    if (!same_tools(a.tools[i], b.tools[i])) return false;
+  return true;
+}
+
+inline bool same_items(const std::vector<agents::InputItem>& a, const std::vector<agents::InputItem>& b) {
+  if (a.size() != b.size()) return false;
+  for (size_t i = 0; i < a.size(); ++i)
+    if (a[i].kind != b[i].kind || a[i].content != b[i].content || a[i].tool_call_id != b[i].tool_call_id) return false;
+  return true;
+}
+
+// Bit for bit, so that -0.0 and 0.0 differ and a NaN equals itself.
+inline bool same_double(double a, double b) { return std::memcmp(&a, &b, sizeof a) == 0; }
+
+inline bool same_options(const agents::ResponseOptions& a, const agents::ResponseOptions& b) {
+  return same_double(a.sampling.temperature, b.sampling.temperature) && a.sampling.top_k == b.sampling.top_k &&
+         same_double(a.sampling.top_p, b.sampling.top_p) && same_double(a.sampling.min_p, b.sampling.min_p) &&
+         a.sampling.seed == b.sampling.seed && a.max_output_tokens == b.max_output_tokens && a.stop == b.stop;
+}
+
+// What every accepted request's settings must satisfy: a tool's parameters are a JSON object's
+// text, and the settings survive the sessions table (settings_to_json, then settings_from_json).
+inline void check_settings(const agents::SessionSettings& settings) {
+  for (const tokenizer::ToolDefinition& tool : settings.tools) {
+    if (tool.parameters) {
+      const boost::json::value schema = parse_json_or_die(*tool.parameters, "a tool's parameters");
+      HIPPO_FUZZ_CHECK(schema.is_object(), "a tool's parameters are not an object: " + *tool.parameters);
+    }
+  }
+  const std::string stored = agents::settings_to_json(settings);
+  Result<agents::SessionSettings> loaded = agents::settings_from_json(stored);
+  HIPPO_FUZZ_CHECK(loaded.ok(), "settings_from_json fails on settings_to_json's output: " + stored + ": " +
+                                    (loaded.ok() ? std::string() : loaded.status().to_string()));
+  HIPPO_FUZZ_CHECK(same_settings(settings, *loaded), "settings differ after the sessions table: " + stored);
+}
+
+}  // namespace hippo::fuzz
