@@ -1,6 +1,7 @@
 #include "api/server/openai_chat.h"
 
 #include "api/server/json_fields.h"
+#include "engine/tokenizer/utf8.h"
 
 #include <boost/json/parse.hpp>
 #include <boost/json/serialize.hpp>
@@ -179,7 +180,9 @@ Result<ChatRequest> parse_chat_request(std::string_view body, const std::string&
 }
 
 std::string error_body(std::string_view message, std::string_view type, std::string_view code) {
-  return json::serialize(json::object{{"error", {{"message", message}, {"type", type}, {"param", nullptr}, {"code", code}}}});
+  // The message may quote raw bytes of the request (its target), and JSON text must be UTF-8.
+  return json::serialize(json::object{
+      {"error", {{"message", tokenizer::repair_utf8(message)}, {"type", type}, {"param", nullptr}, {"code", code}}}});
 }
 
 int http_status_for(const Status& status) {
