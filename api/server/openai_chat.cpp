@@ -94,7 +94,11 @@ Status parse_tools(const json::array& tools, ChatRequest& r) {
     if (!ff.ok()) return invalid(ff.error());
     def.name = *name;
     def.description = description;
-    if (parameters != nullptr) def.parameters = json::serialize(*parameters);
+    if (parameters != nullptr) {
+      def.parameters = finite_json_text(*parameters);
+      if (!def.parameters)
+        return invalid(fmt::format("{}.function.parameters holds a number out of range (JSON numbers here must be finite doubles)", where));
+    }
     r.settings.tools.push_back(std::move(def));
   }
   return Status::ok_status();

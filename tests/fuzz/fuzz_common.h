@@ -3,6 +3,7 @@
 #pragma once
 
 #include "agents/agent_types.h"
+#include "engine/tokenizer/python_json.h"
 #include "tests/fuzz/fuzz_check.h"
 
 #include <boost/json/parse.hpp>
@@ -66,12 +67,16 @@ inline bool same_options(const agents::ResponseOptions& a, const agents::Respons
 }
 
 // What every accepted request's settings must satisfy: a tool's parameters are a JSON object's
-// text, and the settings survive the sessions table (settings_to_json, then settings_from_json).
+// text that the chat encoding can render (into the prompt's tools section), and the settings
+// survive the sessions table (settings_to_json, then settings_from_json).
 inline void check_settings(const agents::SessionSettings& settings) {
   for (const tokenizer::ToolDefinition& tool : settings.tools) {
     if (tool.parameters) {
       const boost::json::value schema = parse_json_or_die(*tool.parameters, "a tool's parameters");
       HIPPO_FUZZ_CHECK(schema.is_object(), "a tool's parameters are not an object: " + *tool.parameters);
+      const Result<std::string> rendered = tokenizer::to_python_json(*tool.parameters);
+      HIPPO_FUZZ_CHECK(rendered.ok(), "a tool's parameters do not render (" + rendered.status().to_string() +
+                                          "): " + *tool.parameters);
     }
   }
   const std::string stored = agents::settings_to_json(settings);
