@@ -14,6 +14,7 @@
 #include <cstddef>
 #include <cstdint>
 #include <limits>
+#include <optional>
 #include <string>
 #include <string_view>
 #include <vector>
@@ -32,8 +33,50 @@ inline boost::json::value parse_json_or_die(std::string_view text, std::string_v
   return value;
 }
 
+// Equal to within a few units in the last place: Boost.JSON 1.81's parser does not round every
+// number correctly (it reads the literal 105340232221128654843 as 1.0534023222112864e20, not the
+// nearest double ...65e20), so parse(serialize(x)) can be x +- 1 ulp; no client can tell.
+inline bool same_double(double a, double b) {
+  if (a == b || (std::isnan(a) && std::isnan(b))) return true;
+  return std::abs(a - b) <= 4 * std::numeric_limits<double>::epsilon() * std::max(std::abs(a), std::abs(b));
+}
+
+// Two JSON values alike, doubles compared as same_double() does.
+inline bool same_json(const boost::json::value& a, const boost::json::value& b) {
+  if (a.kind() != b.kind()) return false;
+  if (a.is_double()) return same_double(a.get_double(), b.get_double());
+  if (a.is_array()) {
+    const boost::json::array& x = a.get_array();
+    const boost::json::array& y = b.get_array();
+    if (x.size() != y.size()) return false;
+    for (size_t i = 0; i < x.size(); ++i)
+      if (!same_json(x[i], y[i])) return false;
+    return true;
+  }
+  if (a.is_object()) {
+    const boost::json::object& x = a.get_object();
+    const boost::json::object& y = b.get_object();
+    if (x.size() != y.size()) return false;
+    for (auto i = x.begin(), j = y.begin(); i != x.end(); ++i, ++j)
+      if (i->key() != j->key() || !same_json(i->value(), j->value())) return false;
+    return true;
+  }
+  return a == b;
+}
+
+// A tool's parameters: the same text, or JSON texts alike (a number in a schema can come back
+// 1 ulp off, as in same_double()).
+inline bool same_schema(const std::optional<std::string>& a, const std::optional<std::string>& b) {
+  if (a == b) return true;
+  if (!a || !b) return false;
+  boost::system::error_code ec_a, ec_b;
+  const boost::json::value x = boost::json::parse(*a, ec_a);
+  const boost::json::value y = boost::json::parse(*b, ec_b);
+  return !ec_a && !ec_b && same_json(x, y);
+}
+
 inline bool same_tools(const tokenizer::ToolDefinition& a, const tokenizer::ToolDefinition& b) {
-  return a.name == b.name && a.description == b.description && a.parameters == b.parameters;
+  return a.name == b.name && a.description == b.description && same_schema(a.parameters, b.parameters);
 }
 
 inline bool same_settings(const agents::SessionSettings& a, const agents::SessionSettings& b) {
@@ -50,14 +93,6 @@ inline bool same_items(const std::vector<agents::InputItem>& a, const std::vecto
   for (size_t i = 0; i < a.size(); ++i)
     if (a[i].kind != b[i].kind || a[i].content != b[i].content || a[i].tool_call_id != b[i].tool_call_id) return false;
   return true;
-}
-
-// Equal to within a few units in the last place: Boost.JSON 1.81's parser does not round every
-// number correctly (parse(serialize(x)) can be x +- 1 ulp when x came from a long integer literal
-// such as 118446744073709551615), which no client can tell apart in a sampling parameter.
-inline bool same_double(double a, double b) {
-  if (a == b || (std::isnan(a) && std::isnan(b))) return true;
-  return std::abs(a - b) <= 4 * std::numeric_limits<double>::epsilon() * std::max(std::abs(a), std::abs(b));
 }
 
 inline bool same_options(const agents::ResponseOptions& a, const agents::ResponseOptions& b) {
