@@ -1,5 +1,6 @@
 #include "api/server/json_fields.h"
 
+#include <boost/json/serialize.hpp>
 #include <fmt/format.h>
 
 #include <cmath>
@@ -127,6 +128,29 @@ std::optional<std::vector<std::string>> JsonFields::strings(std::string_view key
   }
   wrong_type(key, "a string or an array of strings");
   return std::nullopt;
+}
+
+namespace {
+
+bool numbers_finite(const json::value& v) {
+  if (v.is_double()) return std::isfinite(v.get_double());
+  if (v.is_array()) {
+    for (const json::value& item : v.get_array())
+      if (!numbers_finite(item)) return false;
+  }
+  if (v.is_object()) {
+    for (const json::key_value_pair& member : v.get_object())
+      if (!numbers_finite(member.value())) return false;
+  }
+  return true;
+}
+
+}  // namespace
+
+std::optional<std::string> finite_json_text(const json::object& object) {
+  for (const json::key_value_pair& member : object)
+    if (!numbers_finite(member.value())) return std::nullopt;
+  return json::serialize(object);
 }
 
 }  // namespace hippo::server

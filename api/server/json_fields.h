@@ -47,4 +47,9 @@ class JsonFields {
   std::string error_field_;
 };
 
+// `object` as JSON text, or nullopt when a number in it is not finite. Boost.JSON reads a literal
+// beyond the range of a double (1e999) as infinity, which has no JSON text: written back, the object
+// would not parse again (a tool's parameters are, whenever a prompt is rendered).
+std::optional<std::string> finite_json_text(const boost::json::object& object);
+
 }  // namespace hippo::server

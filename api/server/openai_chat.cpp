@@ -1,6 +1,7 @@
 #include "api/server/openai_chat.h"
 
 #include "api/server/json_fields.h"
+#include "engine/tokenizer/utf8.h"
 
 #include <boost/json/parse.hpp>
 #include <boost/json/serialize.hpp>
@@ -93,7 +94,11 @@ Status parse_tools(const json::array& tools, ChatRequest& r) {
     if (!ff.ok()) return invalid(ff.error());
     def.name = *name;
     def.description = description;
-    if (parameters != nullptr) def.parameters = json::serialize(*parameters);
+    if (parameters != nullptr) {
+      def.parameters = finite_json_text(*parameters);
+      if (!def.parameters)
+        return invalid(fmt::format("{}.function.parameters holds a number out of range (JSON numbers here must be finite doubles)", where));
+    }
     r.settings.tools.push_back(std::move(def));
   }
   return Status::ok_status();
@@ -179,7 +184,9 @@ Result<ChatRequest> parse_chat_request(std::string_view body, const std::string&
 }
 
 std::string error_body(std::string_view message, std::string_view type, std::string_view code) {
-  return json::serialize(json::object{{"error", {{"message", message}, {"type", type}, {"param", nullptr}, {"code", code}}}});
+  // The message may quote raw bytes of the request (its target), and JSON text must be UTF-8.
+  return json::serialize(json::object{
+      {"error", {{"message", tokenizer::repair_utf8(message)}, {"type", type}, {"param", nullptr}, {"code", code}}}});
 }
 
 int http_status_for(const Status& status) {

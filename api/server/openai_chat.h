@@ -30,7 +30,7 @@ struct ChatRequest {
 Result<ChatRequest> parse_chat_request(std::string_view body, const std::string& served_model,
                                        int64_t default_max_tokens);
 
-// {"error": {"message", "type", "param", "code"}}
+// {"error": {"message", "type", "param", "code"}}; invalid UTF-8 in the message becomes U+FFFD.
 std::string error_body(std::string_view message, std::string_view type, std::string_view code);
 // The HTTP status for an agents-layer error.
 int http_status_for(const Status& status);

@@ -53,7 +53,13 @@ bool parse_tools(const json::array& tools, std::vector<tokenizer::ToolDefinition
     }
     def.name = *name;
     def.description = description;
-    if (parameters != nullptr && parameters->is_object()) def.parameters = json::serialize(*parameters);
+    if (parameters != nullptr && parameters->is_object()) {
+      def.parameters = finite_json_text(parameters->get_object());
+      if (!def.parameters) {
+        fields.fail(fmt::format("{}.parameters holds a number out of range (JSON numbers here must be finite doubles)", where));
+        return false;
+      }
+    }
     out.push_back(std::move(def));
   }
   return true;

@@ -6,6 +6,7 @@
 #include "agents/runtime.h"
 #include "api/server/auth.h"
 #include "api/server/metrics.h"
+#include "api/server/server_options.h"
 #include "api/server/session_streams.h"
 #include "api/server/session_access.h"
 #include "api/server/tenant_limits.h"
@@ -24,24 +25,6 @@
 #include <vector>
 
 namespace hippo::server {
-
-struct ServerOptions {
-  std::string bind = "127.0.0.1";
-  uint16_t port = 8080;                      // 0: any free port (Server::listen() says which)
-  std::string model_id = "hippo";            // the one model /v1/models lists
-  int io_threads = 2;                        // threads running the sockets
-  int runtime_call_threads = 4;              // threads making the runtime's blocking calls
-  size_t max_message_bytes = size_t{4} << 20;  // a WebSocket frame or an HTTP body
-  size_t max_outbound_bytes = size_t{8} << 20;  // queued, unsent bytes per connection before it is closed
-  int64_t default_max_output_tokens = 256;   // when a request gives none
-  // A response whose WebSocket dropped keeps running this long for a client to reattach
-  // (session.resume with after_seq); its stream's events stay replayable this long after it ends.
-  std::chrono::milliseconds stream_grace{30000};
-  size_t stream_replay_bytes = size_t{1} << 20;  // kept events per session stream
-  // TLS: both set, or neither (plain TCP). PEM files: the certificate chain and its private key.
-  std::string tls_cert_file;
-  std::string tls_key_file;
-};
 
 // A connection that shutdown can close (WebSocket: close code 1001; HTTP: the socket).
 class Connection {

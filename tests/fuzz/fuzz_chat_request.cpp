@@ -1,0 +1,124 @@
+// libFuzzer target: one POST /v1/chat/completions body through openai::parse_chat_request
+// (docs/protocol.md, "The OpenAI-compatible API").
+//
+// Beyond "no crash, no exception, no sanitizer report":
+// - a rejected body is a 400, 404 or 501 with a message, and the error body the server sends for
+//   it is JSON carrying that message;
+// - an accepted request is for the served model, has a user message, sampling values in the
+//   documented ranges and settings that survive the sessions table, and written back as a request
+//   it parses again to the same request.
+#include "agents/agent_types.h"
+#include "api/server/openai_chat.h"
+#include "base/status.h"
+#include "tests/fuzz/fuzz_check.h"
+#include "tests/fuzz/fuzz_common.h"
+
+#include <boost/json/serialize.hpp>
+
+#include <cstddef>
+#include <cstdint>
+#include <string>
+#include <string_view>
+
+namespace {
+
+namespace json = boost::json;
+namespace openai = hippo::server::openai;
+using hippo::ErrorCode;
+using hippo::agents::InputItem;
+using hippo::tokenizer::ReasoningEffort;
+using hippo::tokenizer::ToolChoice;
+
+const std::string kModel = "hippo";               // ServerOptions' default model id
+constexpr int64_t kDefaultMaxOutputTokens = 256;  // ServerOptions' default
+
+// The request as a client would write it, every field explicit.
+json::object to_json(const openai::ChatRequest& r) {
+  json::array messages;
+  if (!r.settings.instructions.empty()) messages.push_back(json::object{{"role", "system"}, {"content", r.settings.instructions}});
+  for (const InputItem& item : r.inputs) messages.push_back(json::object{{"role", "user"}, {"content", item.content}});
+  json::array tools;
+  for (const hippo::tokenizer::ToolDefinition& t : r.settings.tools) {
+    json::object function{{"name", t.name}};
+    if (t.description) function["description"] = *t.description;
+    if (t.parameters) function["parameters"] = json::parse(*t.parameters);
+    tools.push_back(json::object{{"type", "function"}, {"function", std::move(function)}});
+  }
+  json::array stop;
+  for (const std::string& s : r.options.stop) stop.emplace_back(s);
+  json::object o{{"model", r.model},
+                 {"messages", std::move(messages)},
+                 {"tools", std::move(tools)},
+                 {"stream", r.stream},
+                 {"stream_options", {{"include_usage", r.include_usage}}},
+                 {"max_completion_tokens", r.options.max_output_tokens},
+                 {"temperature", r.options.sampling.temperature},
+                 {"top_p", r.options.sampling.top_p},
+                 // The parser reads seed as a signed integer and keeps its bits.
+                 {"seed", static_cast<int64_t>(r.options.sampling.seed)},
+                 {"stop", std::move(stop)},
+                 {"n", 1}};
+  switch (r.settings.tool_choice) {
+    case ToolChoice::kAuto: o["tool_choice"] = "auto"; break;
+    case ToolChoice::kNone: o["tool_choice"] = "none"; break;
+    case ToolChoice::kRequired: o["tool_choice"] = "required"; break;
+  }
+  if (r.settings.thinking) {
+    switch (r.settings.effort) {
+      case ReasoningEffort::kLow: o["reasoning_effort"] = "low"; break;
+      case ReasoningEffort::kDefault: o["reasoning_effort"] = "medium"; break;
+      case ReasoningEffort::kHigh: o["reasoning_effort"] = "high"; break;
+      default: HIPPO_FUZZ_CHECK(false, "a reasoning effort the OpenAI API cannot name was accepted");
+    }
+  }
+  return o;
+}
+
+void check_rejected(const hippo::Status& st, std::string_view body) {
+  const int http = openai::http_status_for(st);
+  HIPPO_FUZZ_CHECK(st.code() == ErrorCode::kInvalidArgument || st.code() == ErrorCode::kNotFound ||
+                       st.code() == ErrorCode::kUnavailable,
+                   "unexpected error " + st.to_string() + " for: " + std::string(body));
+  HIPPO_FUZZ_CHECK(http == 400 || http == 404 || http == 501, "HTTP status " + std::to_string(http) + " for " + st.to_string());
+  HIPPO_FUZZ_CHECK(!st.message().empty(), "an error without a message for: " + std::string(body));
+  // What http_session.cpp sends.
+  const std::string sent = openai::error_body(st.message(), "invalid_request_error", "invalid_request");
+  const json::value v = hippo::fuzz::parse_json_or_die(sent, "the error body");
+  HIPPO_FUZZ_CHECK(v.at("error").at("message").as_string() == st.message(), "the error message changed on the wire: " + sent);
+}
+
+void check_accepted(const openai::ChatRequest& r, std::string_view body) {
+  const std::string input(body);
+  HIPPO_FUZZ_CHECK(r.model == kModel, "a request for model '" + r.model + "' accepted: " + input);
+  HIPPO_FUZZ_CHECK(!r.inputs.empty(), "accepted without a user message: " + input);
+  for (const InputItem& item : r.inputs)
+    HIPPO_FUZZ_CHECK(item.kind == InputItem::Kind::kUserMessage && item.tool_call_id.empty(), "a non-user input: " + input);
+  const hippo::agents::ResponseOptions& o = r.options;
+  HIPPO_FUZZ_CHECK(o.max_output_tokens > 0, "max_tokens <= 0 accepted: " + input);
+  HIPPO_FUZZ_CHECK(o.sampling.temperature >= 0 && o.sampling.temperature <= 2, "temperature outside [0, 2] accepted: " + input);
+  HIPPO_FUZZ_CHECK(o.sampling.top_p > 0 && o.sampling.top_p <= 1, "top_p outside (0, 1] accepted: " + input);
+  HIPPO_FUZZ_CHECK(o.sampling.top_k == 0 && o.sampling.min_p == 0, "top_k or min_p set by the OpenAI API: " + input);
+  for (const std::string& s : o.stop) HIPPO_FUZZ_CHECK(!s.empty(), "an empty stop string accepted: " + input);
+  hippo::fuzz::check_settings(r.settings);
+
+  // Written back as a request, it parses again, to the same request.
+  const std::string again = json::serialize(to_json(r));
+  hippo::Result<openai::ChatRequest> r2 = openai::parse_chat_request(again, kModel, kDefaultMaxOutputTokens);
+  HIPPO_FUZZ_CHECK(r2.ok(), "the request written back is rejected (" + (r2.ok() ? std::string() : r2.status().to_string()) +
+                                "): " + again + "\n  from: " + input);
+  HIPPO_FUZZ_CHECK(r2->model == r.model && r2->stream == r.stream && r2->include_usage == r.include_usage,
+                   "model or stream flags changed: " + again + "\n  from: " + input);
+  HIPPO_FUZZ_CHECK(hippo::fuzz::same_settings(r2->settings, r.settings), "the settings changed: " + again + "\n  from: " + input);
+  HIPPO_FUZZ_CHECK(hippo::fuzz::same_items(r2->inputs, r.inputs), "the messages changed: " + again + "\n  from: " + input);
+  HIPPO_FUZZ_CHECK(hippo::fuzz::same_options(r2->options, r.options), "the sampling options changed: " + again + "\n  from: " + input);
+}
+
+}  // namespace
+
+extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
+  const std::string_view body = hippo::fuzz::as_text(data, size);
+  hippo::Result<openai::ChatRequest> r = openai::parse_chat_request(body, kModel, kDefaultMaxOutputTokens);
+  if (r.ok()) check_accepted(*r, body);
+  else check_rejected(r.status(), body);
+  return 0;
+}

@@ -1,0 +1,213 @@
+// libFuzzer target: the bytes of one HTTP/1.1 connection through what HttpSession does with them
+// (api/server/http_session.cpp): Beast's request_parser<string_body> with the server's body limit,
+// requests read one after another from one buffer (keep-alive, pipelining), the error a failed
+// read is answered with, the routing decision on the method and the target (its path before '?'),
+// and the chat completions body through openai::parse_chat_request.
+//
+// HttpSession does I/O and routing in one class, so the decisions of on_read() and route() are
+// mirrored here, step for step; keep them in step when http_session.cpp changes.
+//
+// The first input byte is a control byte, chosen so that seed files stay readable text:
+//   low 4 bits: bytes per read (0: the whole rest at once; 1-15: that many, to split the stream)
+//   0x40 set (letters '@', 'A'...): a body limit of 64 bytes instead of the server's 4 MiB, so the
+//     413 path is reachable with short inputs ('0'..'9' keep the server's limit)
+//
+// Beyond "no crash, no exception, no sanitizer report":
+// - a parsed body is within the limit (and as long as Content-Length says);
+// - every answer the server would send (an error body naming the target, a 413, a 400 naming the
+//   parse error, the chat parser's errors) is an HTTP response that parses again, whose body is
+//   JSON carrying the message.
+// (Beast itself is not held to more: its serializer and parser disagree on a request with two
+// Transfer-Encoding fields, which does not matter to a server that never writes requests.)
+// Boost's assertions in this file go through boost::assertion_failed() below, in every build.
+#define BOOST_ENABLE_ASSERT_HANDLER 1
+
+#include "api/server/openai_chat.h"
+#include "api/server/server_options.h"
+#include "base/status.h"
+#include "engine/tokenizer/utf8.h"
+#include "tests/fuzz/fuzz_check.h"
+#include "tests/fuzz/fuzz_common.h"
+
+#include <boost/asio/buffer.hpp>
+#include <boost/asio/error.hpp>
+#include <boost/beast/core/flat_buffer.hpp>
+#include <boost/beast/http.hpp>
+#include <boost/beast/websocket/rfc6455.hpp>
+#include <boost/system/system_error.hpp>
+#include <fmt/format.h>
+
+#include <algorithm>
+#include <cstddef>
+#include <cstdint>
+#include <cstdio>
+#include <cstdlib>
+#include <sstream>
+#include <string>
+#include <string_view>
+
+namespace boost {
+
+// Every Boost assertion aborts, as without this handler, except one that is wrong in Boost 1.81:
+// Beast's chunk parser asserts n >= 5 when the bytes after a final chunk "0\r\n" arrive in a later
+// read (a valid empty chunked body, sent slowly), and then handles that case correctly
+// (boostorg/beast#2861, in Boost 1.86). Release builds compile Boost's assertions out; a debug or
+// asan build of `hippo serve` aborts on such a request.
+void assertion_failed(char const* expr, char const* function, char const* file, long line) {
+  if (std::string_view(expr) == "n >= 5" && std::string_view(file).ends_with("boost/beast/http/impl/basic_parser.ipp"))
+    return;
+  std::fprintf(stderr, "%s:%ld: %s: Boost assertion failed: %s\n", file, line, function, expr);
+  std::abort();
+}
+
+void assertion_failed_msg(char const* expr, char const* msg, char const* function, char const* file, long line) {
+  std::fprintf(stderr, "%s:%ld: %s: Boost assertion failed: %s (%s)\n", file, line, function, expr, msg);
+  std::abort();
+}
+
+}  // namespace boost
+
+namespace {
+
+namespace beast = boost::beast;
+namespace http = beast::http;
+namespace json = boost::json;
+namespace openai = hippo::server::openai;
+using Request = http::request<http::string_body>;
+
+const hippo::server::ServerOptions kOptions{};  // the server's defaults: body limit, model id
+
+// The connection's bytes, handed out `chunk` at a time (all at once when chunk is 0).
+class InputStream {
+ public:
+  InputStream(std::string_view data, size_t chunk) : data_(data), chunk_(chunk == 0 ? data.size() : chunk) {}
+
+  template <typename MutableBufferSequence>
+  size_t read_some(const MutableBufferSequence& buffers, boost::system::error_code& ec) {
+    if (pos_ == data_.size()) {
+      ec = boost::asio::error::eof;
+      return 0;
+    }
+    ec = {};
+    const size_t n = boost::asio::buffer_copy(
+        buffers, boost::asio::buffer(data_.data() + pos_, std::min(chunk_, data_.size() - pos_)));
+    pos_ += n;
+    return n;
+  }
+
+  template <typename MutableBufferSequence>
+  size_t read_some(const MutableBufferSequence& buffers) {
+    boost::system::error_code ec;
+    const size_t n = read_some(buffers, ec);
+    if (ec) throw boost::system::system_error(ec);
+    return n;
+  }
+
+ private:
+  std::string_view data_;
+  size_t chunk_;
+  size_t pos_ = 0;
+};
+
+// HttpSession::respond / respond_error: the response as it goes on the wire, read back by a client.
+void check_answer(unsigned status, std::string_view message, std::string_view code, unsigned version, bool keep_alive) {
+  const std::string_view type = status >= 500 ? "server_error" : "invalid_request_error";
+  http::response<http::string_body> res(static_cast<http::status>(status), version);
+  res.set(http::field::server, "hippo");
+  res.set(http::field::content_type, "application/json");
+  res.keep_alive(keep_alive);
+  res.body() = openai::error_body(message, type, code);
+  res.prepare_payload();
+  std::ostringstream wire;
+  wire << res;
+
+  http::response_parser<http::string_body> parser;
+  parser.eager(true);
+  beast::error_code ec;
+  const std::string bytes = wire.str();
+  parser.put(boost::asio::buffer(bytes), ec);
+  if (!ec && parser.need_eof()) parser.put_eof(ec);
+  HIPPO_FUZZ_CHECK(!ec && parser.is_done(), "the " + std::to_string(status) + " response does not parse again (" +
+                                                ec.message() + "): " + bytes);
+  const json::value body = hippo::fuzz::parse_json_or_die(parser.get().body(), "the error body");
+  // The message as sent: the same text, invalid UTF-8 (a raw byte of the target) as U+FFFD.
+  HIPPO_FUZZ_CHECK(body.at("error").at("message").as_string() == hippo::tokenizer::repair_utf8(message),
+                   "the error message changed on the wire: " + parser.get().body());
+}
+
+// HttpSession::route: what the server answers; false when the connection ends after it.
+bool route(const Request& request, bool keep_alive) {
+  const std::string_view full(request.target().data(), request.target().size());
+  std::string_view target = full;
+  if (auto q = target.find('?'); q != std::string_view::npos) target = target.substr(0, q);
+  HIPPO_FUZZ_CHECK(target.find('?') == std::string_view::npos && full.substr(0, target.size()) == target,
+                   "the path is not the target's prefix before '?': " + std::string(full));
+  const unsigned version = request.version();
+  const http::verb method = request.method();
+  auto error = [&](unsigned status, const std::string& message, std::string_view code) {
+    check_answer(status, message, code, version, keep_alive);
+    return keep_alive;
+  };
+
+  if (beast::websocket::is_upgrade(request)) {
+    if (target != "/v1/agents") return error(404, fmt::format("no WebSocket endpoint at {}; use /v1/agents", target), "not_found");
+    return false;  // the stream belongs to a WebSocketSession from here on
+  }
+  auto only = [&](http::verb allowed) {
+    if (method == allowed) return true;
+    error(405, fmt::format("{} takes {} only", target, std::string(http::to_string(allowed))), "method_not_allowed");
+    return false;
+  };
+  if (target == "/healthz" || target == "/metrics" || target == "/v1/models") {
+    only(http::verb::get);
+    return keep_alive;
+  }
+  if (target == "/v1/chat/completions") {
+    if (!only(http::verb::post)) return keep_alive;
+    hippo::Result<openai::ChatRequest> parsed =
+        openai::parse_chat_request(request.body(), kOptions.model_id, kOptions.default_max_output_tokens);
+    if (!parsed.ok()) {
+      const hippo::Status& st = parsed.status();
+      const char* code = st.code() == hippo::ErrorCode::kNotFound ? "model_not_found"
+                         : st.code() == hippo::ErrorCode::kUnavailable ? "unsupported" : "invalid_request";
+      return error(static_cast<unsigned>(openai::http_status_for(st)), st.message(), code);
+    }
+    return keep_alive;  // answered by the runtime, then the next request
+  }
+  return error(404, fmt::format("no endpoint at {}", target), "not_found");
+}
+
+}  // namespace
+
+extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
+  if (size == 0) return 0;
+  const uint8_t control = data[0];
+  const size_t limit = (control & 0x40) != 0 ? 64 : kOptions.max_message_bytes;
+  InputStream stream(hippo::fuzz::as_text(data + 1, size - 1), control & 0x0f);
+  beast::flat_buffer buffer;
+  // HttpSession::do_read / on_read, once per request of the connection.
+  for (int n = 0; n < 1000; ++n) {
+    http::request_parser<http::string_body> parser;
+    parser.body_limit(limit);
+    beast::error_code ec;
+    http::read(stream, buffer, parser, ec);
+    if (ec == http::error::end_of_stream) return 0;
+    if (ec == http::error::body_limit) {
+      check_answer(413, fmt::format("the request body is over the limit of {} bytes", limit), "request_too_large", 11, false);
+      return 0;
+    }
+    if (ec) {
+      if (ec.category() == http::make_error_code(http::error::bad_target).category())
+        check_answer(400, fmt::format("malformed HTTP request: {}", ec.message()), "bad_request", 11, false);
+      return 0;
+    }
+    const boost::optional<uint64_t> content_length = parser.content_length();
+    Request request = parser.release();
+    HIPPO_FUZZ_CHECK(request.body().size() <= limit, "a body over the limit was read: " + std::to_string(request.body().size()));
+    if (content_length)
+      HIPPO_FUZZ_CHECK(request.body().size() == *content_length,
+                       "the body is not as long as Content-Length says: " + std::to_string(*content_length));
+    if (!route(request, request.keep_alive())) return 0;
+  }
+  return 0;
+}
