@@ -7,6 +7,7 @@
 #include "engine/sampling/sampler.h"
 #include "engine/tokenizer/chat_encoding.h"
 
+#include <array>
 #include <cstdint>
 #include <functional>
 #include <optional>
@@ -111,6 +112,17 @@ struct RuntimeStats {
   int64_t queued_responses = 0;
   int64_t running_responses = 0;
   int64_t largest_batch = 0;        // most sessions in one forward step so far
+  std::array<int64_t, 5> sessions_by_status{};  // indexed by SessionStatus (kClosed: 0, they leave)
+  // Summed over finished responses:
+  int64_t input_tokens = 0;         // context each response was generated from
+  int64_t cached_tokens = 0;        // of those, already in the session's state (not prefilled)
+  int64_t output_tokens = 0;
+  double prefill_seconds = 0;
+  double decode_seconds = 0;
+  double snapshot_seconds = 0;      // writing snapshots, until durable
+  double resume_seconds = 0;        // restoring snapshots into memory
+  int64_t snapshot_bytes_written = 0;  // bytes the snapshots added to the database
+  int64_t database_bytes = 0;       // the database file and its WAL on disk now
 };
 
 }  // namespace hippo::agents

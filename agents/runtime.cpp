@@ -11,6 +11,7 @@
 #include <algorithm>
 #include <condition_variable>
 #include <deque>
+#include <filesystem>
 #include <functional>
 #include <future>
 #include <map>
@@ -270,12 +271,18 @@ class AgentRuntime::Engine {
     RuntimeStats out = stats_;
     out.sessions = static_cast<int64_t>(sessions_.size());
     for (const auto& [id, s] : sessions_) {
+      ++out.sessions_by_status[static_cast<size_t>(live_status(*s))];
       if (!s->state) continue;
       ++out.resident_sessions;
       out.resident_bytes += s->state->memory_bytes();
     }
     out.queued_responses = static_cast<int64_t>(queue_.size());
     out.running_responses = static_cast<int64_t>(running_.size());
+    std::error_code ec;
+    for (const char* suffix : {"", "-wal"}) {
+      const auto bytes = std::filesystem::file_size(options_.db_path + suffix, ec);
+      if (!ec) out.database_bytes += static_cast<int64_t>(bytes);
+    }
     return out;
   }
 
@@ -538,6 +545,11 @@ class AgentRuntime::Engine {
     done.usage.prefill_seconds = seconds_between(job.prefill_started, job.first_token);
     done.usage.decode_seconds = seconds_between(job.first_token, Clock::now());
     done.usage.first_token_seconds = seconds_between(job.created, job.first_token);
+    stats_.input_tokens += done.usage.input_tokens;
+    stats_.cached_tokens += done.usage.cached_tokens;
+    stats_.output_tokens += done.usage.output_tokens;
+    stats_.prefill_seconds += done.usage.prefill_seconds;
+    stats_.decode_seconds += done.usage.decode_seconds;
     remove_job(s);
     const std::unique_ptr<ResponseJob> ended = std::move(s.job);
     ended->emit(done);
@@ -569,7 +581,11 @@ class AgentRuntime::Engine {
     for (const engine::StateStream& stream : s.state->streams()) {
       request.streams.push_back({stream.name, stream.entry_bytes, storage::Filter::kBytePlane, stream.bytes});
     }
-    HIPPO_RETURN_IF_ERROR(store_->write_snapshot(request).status().with_context("snapshot of session " + s.id));
+    const auto started = Clock::now();
+    Result<storage::SnapshotWriteStats> written = store_->write_snapshot(request);
+    HIPPO_RETURN_IF_ERROR(written.status().with_context("snapshot of session " + s.id));
+    stats_.snapshot_seconds += seconds_between(started, Clock::now());
+    stats_.snapshot_bytes_written += written->written_stored_bytes;
     s.snapshot_tokens = s.state->n_tokens();
     s.snapshot_time = Clock::now();
     ++stats_.snapshots;
@@ -601,11 +617,13 @@ class AgentRuntime::Engine {
       s.state = model_.new_session();
       return Status::ok_status();
     }
+    const auto started = Clock::now();
     Result<engine::SessionState> restored =
         s.needs_rebuild ? Status(ErrorCode::kCorrupt, "its snapshot is ahead of its log") : restore(s);
     if (restored.ok()) {
       s.state = std::move(*restored);
       ++stats_.resumes;
+      stats_.resume_seconds += seconds_between(started, Clock::now());
     } else {
       log::warn("session snapshot unusable; rebuilding from the conversation log",
                 {{"session", s.id}, {"error", restored.status().message()}});

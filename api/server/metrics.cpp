@@ -27,6 +27,26 @@ std::string prometheus_text(const agents::RuntimeStats& s, const ServerCounters&
   metric(out, "hippo_queued_responses", "gauge", "Responses waiting to be admitted.", s.queued_responses);
   metric(out, "hippo_running_responses", "gauge", "Responses prefilling or decoding.", s.running_responses);
   metric(out, "hippo_largest_batch", "gauge", "Most sessions in one forward step so far.", s.largest_batch);
+  out += "# HELP hippo_sessions_by_status Sessions the runtime holds, by status.\n# TYPE hippo_sessions_by_status gauge\n";
+  for (agents::SessionStatus status : {agents::SessionStatus::kReady, agents::SessionStatus::kRunning,
+                                       agents::SessionStatus::kAwaitingTool, agents::SessionStatus::kSwapped}) {
+    out += fmt::format("hippo_sessions_by_status{{status=\"{}\"}} {}\n", agents::status_name(status),
+                       s.sessions_by_status[static_cast<size_t>(status)]);
+  }
+  metric(out, "hippo_input_tokens_total", "counter", "Context tokens of finished responses.", s.input_tokens);
+  metric(out, "hippo_cached_tokens_total", "counter",
+         "Of those, tokens already in the session's state (not prefilled again).", s.cached_tokens);
+  metric(out, "hippo_generated_tokens_total", "counter", "Tokens sampled by finished responses.", s.output_tokens);
+  metric(out, "hippo_prefill_seconds_total", "counter", "Prefill time of finished responses.", s.prefill_seconds);
+  metric(out, "hippo_decode_seconds_total", "counter", "Decode time of finished responses.", s.decode_seconds);
+  metric(out, "hippo_snapshot_seconds_total", "counter", "Time spent writing snapshots (until durable).",
+         s.snapshot_seconds);
+  metric(out, "hippo_resume_seconds_total", "counter", "Time spent restoring sessions from snapshots.",
+         s.resume_seconds);
+  metric(out, "hippo_snapshot_bytes_written_total", "counter", "Bytes snapshots added to the database.",
+         s.snapshot_bytes_written);
+  metric(out, "hippo_database_bytes", "gauge", "The SQLite database file and its WAL on disk (KV snapshots, logs).",
+         s.database_bytes);
   metric(out, "hippo_connections_total", "counter", "TCP connections accepted.", c.connections_total.load());
   metric(out, "hippo_connections_open", "gauge", "TCP connections open.", c.connections_open.load());
   metric(out, "hippo_websocket_sessions_open", "gauge", "Open WebSocket connections on /v1/agents.",
