@@ -43,9 +43,25 @@ tokenizer::ModelFamily chat_family(const tokenizer::Tokenizer& tokenizer) {
   return tokenizer.added_token_id("<｜System｜>") ? tokenizer::ModelFamily::kV41 : tokenizer::ModelFamily::kV4;
 }
 
-AssistantTurn parse_assistant_output(std::string_view output, tokenizer::ModelFamily family, bool thinking,
+OutputStart output_start(const tokenizer::ChatOptions& options) {
+  return {options.thinking, tokenizer::generation_prompt_opens_tool_calls(options)};
+}
+
+namespace {
+
+tokenizer::DsmlStreamParser::Options parser_options(tokenizer::ModelFamily family, OutputStart start) {
+  tokenizer::DsmlStreamParser::Options options;
+  options.family = family;
+  options.starts_in_reasoning = start.thinking;
+  options.starts_in_tool_calls = start.in_tool_calls;
+  return options;
+}
+
+}  // namespace
+
+AssistantTurn parse_assistant_output(std::string_view output, tokenizer::ModelFamily family, OutputStart start,
                                      int64_t first_call_number) {
-  tokenizer::DsmlStreamParser parser({family, thinking});
+  tokenizer::DsmlStreamParser parser(parser_options(family, start));
   std::vector<DsmlEvent> events;
   parser.push(output, events);
   parser.finish(events);
@@ -55,17 +71,16 @@ AssistantTurn parse_assistant_output(std::string_view output, tokenizer::ModelFa
   return turn;
 }
 
-ResponseJob::ResponseJob(const tokenizer::Tokenizer& tokenizer, int32_t eos_token_id, bool thinking,
+ResponseJob::ResponseJob(const tokenizer::Tokenizer& tokenizer, int32_t eos_token_id, OutputStart start,
                          ResponseOptions options, EventSink sink, int64_t first_call_number)
     : sampler(options.sampling),
       tokenizer_(&tokenizer),
       eos_(eos_token_id),
-      thinking_(thinking),
       options_(std::move(options)),
       sink_(std::move(sink)),
       next_call_number_(first_call_number),
       detokenizer_(tokenizer),
-      parser_({chat_family(tokenizer), thinking}) {
+      parser_(parser_options(chat_family(tokenizer), start)) {
   for (const std::string& s : options_.stop) longest_stop_ = std::max(longest_stop_, s.size());
 }
 

@@ -33,15 +33,25 @@ struct AssistantTurn {
 // tokenizer (which the V4.1 checkpoints of `model init` carry) speaks V4's.
 tokenizer::ModelFamily chat_family(const tokenizer::Tokenizer& tokenizer);
 
+// Where the model's output starts: in reasoning (thinking mode), and inside the tool-call block that
+// the generation prompt opened (a tool call required); see DsmlStreamParser::Options.
+struct OutputStart {
+  bool thinking = false;
+  bool in_tool_calls = false;
+};
+
+// The output start of a session's responses (its chat options decide the generation prompt).
+OutputStart output_start(const tokenizer::ChatOptions& options);
+
 // Parses a whole output text (as the log keeps it) into its turn; call ids "call_<first>", ...
-AssistantTurn parse_assistant_output(std::string_view output, tokenizer::ModelFamily family, bool thinking,
+AssistantTurn parse_assistant_output(std::string_view output, tokenizer::ModelFamily family, OutputStart start,
                                      int64_t first_call_number);
 
 std::string call_id(int64_t number);
 
 class ResponseJob {
  public:
-  ResponseJob(const tokenizer::Tokenizer& tokenizer, int32_t eos_token_id, bool thinking, ResponseOptions options,
+  ResponseJob(const tokenizer::Tokenizer& tokenizer, int32_t eos_token_id, OutputStart start, ResponseOptions options,
               EventSink sink, int64_t first_call_number);
 
   const ResponseOptions& options() const { return options_; }
@@ -74,7 +84,6 @@ class ResponseJob {
 
   const tokenizer::Tokenizer* tokenizer_;
   int32_t eos_;
-  bool thinking_;
   ResponseOptions options_;
   EventSink sink_;
   int64_t next_call_number_;

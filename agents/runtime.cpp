@@ -177,7 +177,8 @@ class AgentRuntime::Engine {
     s->inputs.clear();
     s->pending.insert(s->pending.end(), suffix.ids.begin(), suffix.ids.end());
     s->job = std::make_unique<ResponseJob>(tokenizer_, static_cast<int32_t>(model_.config().eos_token_id),
-                                           s->settings.thinking, std::move(options), std::move(sink), s->n_calls);
+                                           output_start(chat_options(s->settings, chat_family(tokenizer_))),
+                                           std::move(options), std::move(sink), s->n_calls);
     s->job->input_tokens = context;
     s->job->cached_tokens = s->n_tokens();
     s->status = SessionStatus::kRunning;
@@ -724,6 +725,7 @@ class AgentRuntime::Engine {
     std::vector<int32_t> ids;
     std::vector<tokenizer::Message> group;
     bool awaiting_answer = false;
+    const OutputStart start = output_start(chat_options(settings, chat_family(tokenizer_)));
     for (const storage::MessageRecord& row : log) {
       if (row.role == kRoleUser || row.role == kRoleTool) {
         tokenizer::Message m;
@@ -743,7 +745,7 @@ class AgentRuntime::Engine {
         awaiting_answer = true;
         ids.insert(ids.end(), row.token_ids.begin(), row.token_ids.end());
       } else if (row.role == kRoleAssistant) {
-        const AssistantTurn turn = parse_assistant_output(row.content, chat_family(tokenizer_), settings.thinking, s->n_calls);
+        const AssistantTurn turn = parse_assistant_output(row.content, chat_family(tokenizer_), start, s->n_calls);
         const std::vector<tokenizer::Message> answer{turn.message(settings.thinking)};
         HIPPO_RETURN_IF_ERROR(s->encoder.encode_chat_suffix(answer, false).status());
         s->n_calls += static_cast<int64_t>(turn.calls.size());

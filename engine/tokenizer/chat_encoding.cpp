@@ -7,6 +7,7 @@
 #include <fmt/format.h>
 
 #include <algorithm>
+#include <utility>
 
 namespace hippo::tokenizer {
 namespace {
@@ -135,13 +136,17 @@ std::string effort_text(const ChatOptions& options) {
   return fmt::format(fmt::runtime(prompts::kV41EffortFormat), budget);
 }
 
-// The DSML block for structured tool calls, "\n\n" included.
-void push_tool_calls(const std::vector<ToolCall>& calls, ModelFamily family, RenderedPrompt& out) {
+// The opening of the DSML block: "\n\n" + block_open + "\n".
+void push_block_open(const DsmlSyntax& syntax, RenderedPrompt& out) {
+  push_plain(kBlockSeparator, out);
+  push_raw_tool_calls(syntax.block_open, out);
+  push_plain("\n", out);
+}
+
+// The DSML block's content for structured tool calls: the invokes and the close tag.
+void push_tool_call_invokes(const std::vector<ToolCall>& calls, ModelFamily family, RenderedPrompt& out) {
   const DsmlSyntax& syntax = dsml_syntax(family);
   const auto tag = [&](std::string_view t) { push_raw_tool_calls(t, out); };
-  push_plain(kBlockSeparator, out);
-  tag(syntax.block_open);
-  push_plain("\n", out);
   for (const ToolCall& call : calls) {
     tag(syntax.invoke_open);
     push_plain(call.name, out);
@@ -168,7 +173,17 @@ void push_tool_calls(const std::vector<ToolCall>& calls, ModelFamily family, Ren
   tag(syntax.block_close);
 }
 
+// The DSML block for structured tool calls, "\n\n" included.
+void push_tool_calls(const std::vector<ToolCall>& calls, ModelFamily family, RenderedPrompt& out) {
+  push_block_open(dsml_syntax(family), out);
+  push_tool_call_invokes(calls, family, out);
+}
+
 }  // namespace
+
+bool generation_prompt_opens_tool_calls(const ChatOptions& options) {
+  return options.tool_choice == ToolChoice::kRequired && tools_active(options);
+}
 
 std::string RenderedPrompt::text() const {
   std::string text;
@@ -263,11 +278,8 @@ class ChatRenderer {
     turn_open_ = false;
     push_special(kAssistant, out);
     push_special(options_.thinking ? kThinkStart : kThinkEnd, out);
-    if (options_.tool_choice == ToolChoice::kRequired && tools_active(options_)) {
-      push_plain(kBlockSeparator, out);
-      push_raw_tool_calls(syntax_->block_open, out);
-      push_plain("\n", out);
-    }
+    answer_in_block_ = generation_prompt_opens_tool_calls(options_);
+    if (answer_in_block_) push_block_open(*syntax_, out);
   }
 
   bool prefix_written() const { return prefix_written_; }
@@ -341,6 +353,7 @@ class ChatRenderer {
   }
 
   Status render_assistant(const Message& m, RenderedPrompt& out) {
+    if (std::exchange(answer_in_block_, false)) return render_answer_in_block(m, out);
     const bool drop = !keep_reasoning_ && options_.tools.empty() && !m.prefix;
     push_special(kAssistant, out);
     if (m.reasoning && !drop) {
@@ -349,12 +362,7 @@ class ChatRenderer {
     }
     push_special(kThinkEnd, out);
     push_plain(m.content, out);
-    // V4 writes calls sorted by id (byte order, stable), V4.1 as given; tool results follow the
-    // written order in both.
-    std::vector<ToolCall> calls = m.tool_calls;
-    if (options_.family == ModelFamily::kV4) {
-      std::stable_sort(calls.begin(), calls.end(), [](const ToolCall& a, const ToolCall& b) { return a.id < b.id; });
-    }
+    const std::vector<ToolCall> calls = written_order(m.tool_calls);
     if (m.raw_tool_calls) {
       push_raw_tool_calls(*m.raw_tool_calls, out);
     } else if (!calls.empty()) {
@@ -362,12 +370,48 @@ class ChatRenderer {
     }
     last_call_ids_.clear();
     for (const ToolCall& call : calls) last_call_ids_.push_back(call.id);
+    end_assistant(m, out);
+    return {};
+  }
+
+  // The answer to a generation prompt that opened the tool-call block, in the order the model wrote
+  // it: the prompt again, the rest of the block (raw_tool_calls, or the calls), the content.
+  Status render_answer_in_block(const Message& m, RenderedPrompt& out) {
+    if (m.reasoning && !m.reasoning->empty()) {
+      return make_error(ErrorCode::kFailedPrecondition,
+                        "the generation prompt opened the tool-call block: its answer has no reasoning");
+    }
+    push_special(kAssistant, out);
+    push_special(options_.thinking ? kThinkStart : kThinkEnd, out);
+    push_block_open(*syntax_, out);
+    const std::vector<ToolCall> calls = written_order(m.tool_calls);
+    if (m.raw_tool_calls) {
+      push_raw_tool_calls(*m.raw_tool_calls, out);
+    } else if (!calls.empty()) {
+      push_tool_call_invokes(calls, options_.family, out);
+    }
+    push_plain(m.content, out);
+    last_call_ids_.clear();
+    for (const ToolCall& call : calls) last_call_ids_.push_back(call.id);
+    end_assistant(m, out);
+    return {};
+  }
+
+  // V4 writes calls sorted by id (byte order, stable), V4.1 as given; tool results follow the
+  // written order in both.
+  std::vector<ToolCall> written_order(std::vector<ToolCall> calls) const {
+    if (options_.family == ModelFamily::kV4) {
+      std::stable_sort(calls.begin(), calls.end(), [](const ToolCall& a, const ToolCall& b) { return a.id < b.id; });
+    }
+    return calls;
+  }
+
+  void end_assistant(const Message& m, RenderedPrompt& out) {
     if (m.prefix) {
       prefix_written_ = true;
     } else {
       push_special(kEos, out);
     }
-    return {};
   }
 
   ChatOptions options_;
@@ -376,6 +420,7 @@ class ChatRenderer {
   bool begun_ = false;
   bool prefix_written_ = false;
   bool turn_open_ = false;               // the last thing written is a user turn
+  bool answer_in_block_ = false;         // the generation prompt written last opened the tool-call block
   std::vector<TurnBlock> turn_;            // the user turn being collected
   std::vector<std::string> last_call_ids_; // the preceding assistant's calls, in written order
 };
@@ -437,6 +482,29 @@ Result<std::vector<TokenId>> expand_image_spans(std::span<const TokenId> ids, To
   return out;
 }
 
+namespace {
+
+// Cuts `prompt` after its first `n` bytes: it keeps them, the rest is returned. Empty when the cut
+// falls inside a special piece.
+std::optional<RenderedPrompt> split_prompt(RenderedPrompt& prompt, std::size_t n) {
+  RenderedPrompt rest;
+  std::size_t at = 0;
+  std::size_t i = 0;
+  for (; i < prompt.segments.size() && at + prompt.segments[i].text.size() <= n; ++i) at += prompt.segments[i].text.size();
+  if (i < prompt.segments.size() && at < n) {
+    PromptSegment& s = prompt.segments[i];
+    if (s.special) return std::nullopt;
+    rest.segments.push_back({s.text.substr(n - at), false});
+    s.text.resize(n - at);
+    ++i;
+  }
+  for (std::size_t j = i; j < prompt.segments.size(); ++j) rest.segments.push_back(std::move(prompt.segments[j]));
+  prompt.segments.resize(i);
+  return rest;
+}
+
+}  // namespace
+
 ChatEncoder::ChatEncoder(const Tokenizer& tokenizer, ChatOptions options)
     : tokenizer_(&tokenizer), renderer_(std::make_unique<ChatRenderer>(std::move(options), /*keep_reasoning=*/true)) {}
 ChatEncoder::~ChatEncoder() = default;
@@ -491,18 +559,26 @@ Result<ChatSuffix> ChatEncoder::encode_chat_suffix(std::span<const Message> mess
     generation_text = prompt.text();
     for (PromptSegment& s : prompt.segments) out.segments.push_back(std::move(s));
   }
-  HIPPO_ASSIGN_OR_RETURN(std::vector<TokenId> ids, encode_prompt(*tokenizer_, out));
+  std::string text = out.text();
   if (answers_prompt) {
-    if (ids.size() < pending_generation_prompt_.size() ||
-        !std::equal(pending_generation_prompt_.begin(), pending_generation_prompt_.end(), ids.begin())) {
+    // The answer must start with the prompt it answers; what follows is encoded on its own, as the
+    // model's tokens follow the prompt's (a prompt may end inside plain text: the open tool-call block).
+    std::optional<RenderedPrompt> answer;
+    if (text.starts_with(pending_generation_text_)) answer = split_prompt(out, pending_generation_text_.size());
+    bool continues = false;
+    if (answer) {
+      HIPPO_ASSIGN_OR_RETURN(std::vector<TokenId> prompt_ids, encode_prompt(*tokenizer_, out));
+      continues = prompt_ids == pending_generation_prompt_;
+    }
+    if (!continues) {
       return make_error(ErrorCode::kFailedPrecondition,
                         "the assistant message does not continue the generation prompt (thinking mode needs "
                         "reasoning, chat mode none)");
     }
-    ids.erase(ids.begin(), ids.begin() + static_cast<std::ptrdiff_t>(pending_generation_prompt_.size()));
+    out = std::move(*answer);
+    text.erase(0, pending_generation_text_.size());
   }
-  std::string text = out.text();
-  if (answers_prompt) text.erase(0, pending_generation_text_.size());
+  HIPPO_ASSIGN_OR_RETURN(std::vector<TokenId> ids, encode_prompt(*tokenizer_, out));
   *renderer_ = std::move(renderer);
   pending_generation_prompt_ = std::move(generation_prompt);
   pending_generation_text_ = std::move(generation_text);

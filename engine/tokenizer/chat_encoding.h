@@ -23,6 +23,10 @@
 // Incremental (ChatEncoder): each call renders only the new messages, and the ids already given never
 // change. That needs reasoning kept (dropping it would rewrite history), so a ChatEncoder renders
 // as the reference does when tools are present. The tool results of one turn must come in one call.
+// When the generation prompt opened the tool-call block (a call required), the model's answer starts
+// inside it, and the answer is rendered as the model wrote it: the prompt, then raw_tool_calls (the
+// block's bytes after that opening, DsmlStreamParser::Options::starts_in_tool_calls) or the calls,
+// then the content; it has no reasoning (in thinking mode the block opens right after "<think>").
 #pragma once
 
 #include "base/status.h"
@@ -60,7 +64,9 @@ struct Message {
   std::optional<std::string> reasoning;       // assistant
   std::vector<ToolCall> tool_calls;           // assistant
   std::optional<std::string> raw_tool_calls;  // assistant: the model's exact block bytes
-                                              // (DsmlEvent::kToolCallsEnd), replayed instead of tool_calls
+                                              // (DsmlEvent::kToolCallsEnd), replayed instead of tool_calls;
+                                              // in an answer that starts inside the block, those after
+                                              // the prompt's opening
   std::string tool_call_id;                   // tool
   bool prefix = false;                        // assistant: an unfinished answer to continue
 };
@@ -99,6 +105,10 @@ struct RenderedPrompt {
   std::vector<PromptSegment> segments;
   std::string text() const;
 };
+
+// Whether the generation prompt opens the tool-call block ("\n\n" + block_open + "\n"): a tool call is
+// required and tools are given. The model's output then starts inside the block.
+bool generation_prompt_opens_tool_calls(const ChatOptions& options);
 
 // The whole conversation, as the reference renders it (ends with the generation prompt unless the
 // last message is a prefix assistant message).
@@ -143,7 +153,8 @@ class ChatEncoder {
   // by the generation prompt when `add_generation_prompt`. After a generation prompt, the next
   // message must be the assistant's answer; its ids then leave out the generation prompt, which is
   // already in the session (they are the ids of exactly what the model should have generated:
-  // reasoning, "</think>", answer, tool calls, EOS). Errors leave the encoder unchanged.
+  // reasoning, "</think>", answer, tool calls, EOS; encoded on their own, after the prompt, as the
+  // model's tokens follow it). Errors leave the encoder unchanged.
   Result<ChatSuffix> encode_chat_suffix(std::span<const Message> messages, bool add_generation_prompt);
 
   // Tokens given out so far.

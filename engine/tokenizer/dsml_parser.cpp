@@ -1,6 +1,7 @@
 // The DSML stream parser's state machine (invariants in dsml_parser.h).
 //
 //   kReasoning --"</think>"--> kText --[\n\n]<｜DSML｜tool_calls>--> kBlock
+//   (a parser started inside the block, after the prompt's opening, starts in kBlock)
 //   kBlock --invoke name="--> kInvokeName --NAME"--> kInvokeNameClose --">"--> kInvoke
 //   kInvoke --parameter name="--> kParamName --NAME"--> kParamAttrs -- string="…">--> kParamValue
 //   kParamValue --</｜DSML｜parameter>--> kInvoke --</｜DSML｜invoke>--> kBlock
@@ -50,7 +51,9 @@ bool is_delta(DsmlEvent::Kind kind) {
 
 DsmlStreamParser::DsmlStreamParser(Options options)
     : syntax_(&dsml_syntax(options.family)),
-      state_(options.starts_in_reasoning ? State::kReasoning : State::kText) {}
+      state_(options.starts_in_tool_calls ? State::kBlock
+             : options.starts_in_reasoning  ? State::kReasoning
+                                            : State::kText) {}
 
 void DsmlStreamParser::push(std::string_view chunk, std::vector<DsmlEvent>& events) {
   input_.append(chunk);

@@ -13,7 +13,9 @@
 //      as JSON; a value that is not JSON is passed as a string, as written). kToolCallEnd carries
 //      the whole arguments text, which equals the concatenated deltas.
 //  (5) kToolCallsEnd carries the exact bytes of the block, with the "\n\n" that separated it from
-//      the answer text if the model wrote one, so the next turn replays them unchanged.
+//      the answer text if the model wrote one, so the next turn replays them unchanged. A parser
+//      started inside the block (Options::starts_in_tool_calls) records only what follows the
+//      prompt's opening: the block the model wrote is that opening plus these bytes.
 //  (6) Markup that breaks the grammar, or a block still open at finish(), ends in one kMalformed
 //      event with the block's bytes so far; the calls begun in that block are void; parsing goes
 //      on as answer text from the offending byte. Nothing is dropped or silently repaired.
@@ -52,6 +54,11 @@ class DsmlStreamParser {
     ModelFamily family = ModelFamily::kV41;
     // True when the prompt ended with "<think>" (thinking mode): output starts as reasoning.
     bool starts_in_reasoning = false;
+    // True when the prompt ended by opening the tool-call block ("\n\n" + block_open + "\n", the
+    // generation prompt when a tool call is required; chat_encoding.h): output starts as the block's
+    // content, and what follows the block is answer text. It takes precedence over
+    // starts_in_reasoning (in thinking mode the prompt opens the block right after "<think>").
+    bool starts_in_tool_calls = false;
   };
 
   explicit DsmlStreamParser(Options options);

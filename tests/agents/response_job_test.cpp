@@ -53,11 +53,26 @@ std::string tool_output() {
          std::string(x.invoke_close) + "\n" + std::string(x.block_close);
 }
 
+// The same call as the model writes it after a generation prompt that opened the block (a tool
+// call required): the block's content only.
+std::string in_block_output() {
+  const tokenizer::DsmlSyntax& x = tokenizer::dsml_syntax(chat_family(tok()));
+  return std::string(x.invoke_open) + "calc\">\n" + std::string(x.param_open) + "expr\" string=\"true\">2+2" +
+         std::string(x.param_close) + "\n" + std::string(x.invoke_close) + "\n" + std::string(x.block_close);
+}
+
+// Feeds a job the ids of `text` and EOS.
+void feed(ResponseJob& job, const std::string& text) {
+  std::vector<int32_t> ids = tok().encode(text);
+  ids.push_back(kEos);
+  for (size_t i = 0; i < ids.size(); ++i) REQUIRE(job.accept(ids[i]) == (i + 1 == ids.size()));
+}
+
 }  // namespace
 
 TEST_CASE("a DSML tool call streams as events and ends the response with tool_calls", "[agents]") {
   std::vector<ResponseEvent> events;
-  ResponseJob job(tok(), kEos, false, {}, [&](const ResponseEvent& e) { events.push_back(e); }, 7);
+  ResponseJob job(tok(), kEos, OutputStart{}, {}, [&](const ResponseEvent& e) { events.push_back(e); }, 7);
   const std::string output_text = tool_output();
   std::vector<int32_t> ids = tok().encode(output_text);
   ids.push_back(kEos);
@@ -83,7 +98,7 @@ TEST_CASE("a DSML tool call streams as events and ends the response with tool_ca
   CHECK(args == "{\"expr\": \"2+2\"}");
   // The exact block bytes stay in the turn; the log's replay of the output gives the same turn.
   CHECK(job.turn().raw_tool_calls.find(tokenizer::dsml_syntax(chat_family(tok())).block_open) != std::string::npos);
-  const AssistantTurn replayed = parse_assistant_output(job.output(), chat_family(tok()), false, 7);
+  const AssistantTurn replayed = parse_assistant_output(job.output(), chat_family(tok()), OutputStart{}, 7);
   CHECK(replayed.text == job.turn().text);
   CHECK(replayed.raw_tool_calls == job.turn().raw_tool_calls);
   REQUIRE(replayed.calls.size() == 1);
@@ -95,7 +110,7 @@ TEST_CASE("a stop sequence ends the answer before it; the limit ends it with len
   std::string text;
   ResponseOptions options;
   options.stop = {"STOP"};
-  ResponseJob job(tok(), kEos, false, options, [&](const ResponseEvent& e) { text += e.text; }, 0);
+  ResponseJob job(tok(), kEos, OutputStart{}, options, [&](const ResponseEvent& e) { text += e.text; }, 0);
   Run r = run(job, tok().encode("Hello world. STOP and more"));
   CHECK(r.finished);
   CHECK(job.finish_reason() == "stop");
@@ -104,7 +119,7 @@ TEST_CASE("a stop sequence ends the answer before it; the limit ends it with len
   std::string limited;
   options = {};
   options.max_output_tokens = 3;
-  ResponseJob capped(tok(), kEos, false, options, [&](const ResponseEvent& e) { limited += e.text; }, 0);
+  ResponseJob capped(tok(), kEos, OutputStart{}, options, [&](const ResponseEvent& e) { limited += e.text; }, 0);
   const std::vector<int32_t> ids = tok().encode("one two three four five six");
   Run c = run(capped, ids);
   CHECK(c.finished);
@@ -115,7 +130,7 @@ TEST_CASE("a stop sequence ends the answer before it; the limit ends it with len
 
 TEST_CASE("thinking output streams reasoning, then the answer", "[agents]") {
   std::string reasoning, answer;
-  ResponseJob job(tok(), kEos, true, {}, [&](const ResponseEvent& e) {
+  ResponseJob job(tok(), kEos, OutputStart{true, false}, {}, [&](const ResponseEvent& e) {
     if (e.kind == ResponseEvent::Kind::kReasoningDelta) reasoning += e.text;
     if (e.kind == ResponseEvent::Kind::kTextDelta) answer += e.text;
   }, 0);
@@ -125,6 +140,56 @@ TEST_CASE("thinking output streams reasoning, then the answer", "[agents]") {
   CHECK(reasoning == "Think first.");
   CHECK(answer == "The answer.");
   CHECK(job.finish_reason() == "stop");
+}
+
+TEST_CASE("with a tool call required, the output starts inside the block and is a call", "[agents]") {
+  const tokenizer::DsmlSyntax& x = tokenizer::dsml_syntax(chat_family(tok()));
+  const std::string opening = "\n\n" + std::string(x.block_open) + "\n";  // the generation prompt's end
+  // A job that saw the block open gives the reference events.
+  std::vector<ResponseEvent> reference;
+  ResponseJob saw_open(tok(), kEos, OutputStart{}, {}, [&](const ResponseEvent& e) { reference.push_back(e); }, 3);
+  feed(saw_open, opening + in_block_output());
+  REQUIRE(saw_open.finish_reason() == "tool_calls");
+  for (const bool thinking : {false, true}) {
+    INFO("thinking " << thinking);
+    std::vector<ResponseEvent> events;
+    ResponseJob job(tok(), kEos, OutputStart{thinking, true}, {}, [&](const ResponseEvent& e) { events.push_back(e); }, 3);
+    feed(job, in_block_output());
+    CHECK(job.finish_reason() == "tool_calls");
+    CHECK(job.output() == in_block_output());
+    REQUIRE(events.size() == reference.size());
+    for (size_t i = 0; i < events.size(); ++i) {
+      CHECK(events[i].kind == reference[i].kind);
+      CHECK(events[i].call_id == reference[i].call_id);
+      CHECK(events[i].name == reference[i].name);
+      CHECK(events[i].text == reference[i].text);
+    }
+    CHECK(events.front().kind == ResponseEvent::Kind::kToolCallBegin);
+    CHECK(events.front().call_id == "call_3");
+    CHECK(events.back().text == R"({"expr": "2+2"})");
+    const AssistantTurn& turn = job.turn();
+    CHECK(turn.text.empty());
+    CHECK(turn.reasoning.empty());
+    CHECK(turn.raw_tool_calls == in_block_output());  // the model's bytes; the prompt holds the opening
+    CHECK(opening + turn.raw_tool_calls == saw_open.turn().raw_tool_calls);
+    REQUIRE(turn.calls.size() == 1);
+    CHECK(turn.calls[0].name == "calc");
+    // The log's replay of the output gives the same turn; without the option it would be text.
+    const AssistantTurn replayed = parse_assistant_output(job.output(), chat_family(tok()), OutputStart{thinking, true}, 3);
+    CHECK(replayed.raw_tool_calls == turn.raw_tool_calls);
+    CHECK(replayed.text == turn.text);
+    REQUIRE(replayed.calls.size() == 1);
+    CHECK(replayed.calls[0].id == "call_3");
+    CHECK(replayed.calls[0].arguments == turn.calls[0].arguments);
+    CHECK(parse_assistant_output(job.output(), chat_family(tok()), OutputStart{thinking, false}, 3).calls.empty());
+  }
+  // Output that is no call: answer text, and the response stops.
+  std::string text;
+  ResponseJob job(tok(), kEos, OutputStart{false, true}, {}, [&](const ResponseEvent& e) { text += e.text; }, 0);
+  feed(job, "I would rather not.");
+  CHECK(job.finish_reason() == "stop");
+  CHECK(text == "I would rather not.");
+  CHECK(job.turn().calls.empty());
 }
 
 }  // namespace hippo::agents

@@ -490,6 +490,110 @@ TEST_CASE("tool calls: awaiting_tool until every result is in; results rendered 
   check_exact(*rt, db, "tools");
 }
 
+TEST_CASE("a tool call required: the answer inside the prompt's block is a call, replayed exactly", "[agents]") {
+  TempDir dir;
+  const std::string db = dir / "hippo.db";
+  SessionSettings settings;
+  settings.tools = {{"calc", "Evaluates arithmetic", R"({"type":"object","properties":{"expr":{"type":"string"}}})"}};
+  settings.tool_choice = tokenizer::ToolChoice::kRequired;
+  const tokenizer::DsmlSyntax& x = tokenizer::dsml_syntax(chat_family(tok()));
+  // What the model writes after the generation prompt, which ends with the block's opening.
+  const std::string body = std::string(x.invoke_open) + "calc\">\n" + std::string(x.param_open) +
+                           "expr\" string=\"true\">2+2" + std::string(x.param_close) + "\n" +
+                           std::string(x.invoke_close) + "\n" + std::string(x.block_close);
+  tokenizer::ChatOptions options;
+  options.family = chat_family(tok());
+  options.tools = settings.tools;
+  options.thinking = settings.thinking;
+  options.tool_choice = settings.tool_choice;
+  const OutputStart start = output_start(options);
+  CHECK(start.in_tool_calls);
+  {
+    auto store = storage::SessionStore::open(db);
+    REQUIRE(store.ok());
+    REQUIRE((*store)->create_session({"required", std::nullopt, model().fingerprint(), settings_to_json(settings)}).ok());
+    tokenizer::ChatEncoder encoder(tok(), options);
+    tokenizer::Message user;
+    user.content = "What is 2+2?";
+    auto prompt = encoder.encode_chat_suffix(std::vector{user}, true);
+    REQUIRE(prompt.ok());
+    CHECK(prompt->text.ends_with("\n\n" + std::string(x.block_open) + "\n"));
+    storage::MessageRecord u;
+    u.role = "user";
+    u.content = user.content;
+    REQUIRE((*store)->append_message("required", u).ok());
+    storage::MessageRecord p;
+    p.role = "prompt";
+    p.token_ids = prompt->ids;
+    p.n_tokens = static_cast<int64_t>(p.token_ids.size());
+    REQUIRE((*store)->append_message("required", p).ok());
+    // The answer as the runtime logs one: the sampled ids (here the output's) and EOS.
+    const AssistantTurn turn = parse_assistant_output(body, chat_family(tok()), start, 0);
+    REQUIRE(turn.calls.size() == 1);
+    CHECK(turn.raw_tool_calls == body);
+    storage::MessageRecord a;
+    a.role = "assistant";
+    a.content = body;
+    a.tool_calls = turn.raw_tool_calls;
+    a.first_token = p.n_tokens;
+    a.token_ids = tok().encode(body);
+    a.token_ids.push_back(static_cast<int32_t>(model().config().eos_token_id));
+    a.n_tokens = static_cast<int64_t>(a.token_ids.size());
+    REQUIRE((*store)->append_message("required", a).ok());
+    // The replayed turn renders to exactly the ids the live context holds after the prompt.
+    auto rendered = encoder.encode_chat_suffix(std::vector{turn.message(settings.thinking)}, false);
+    INFO(rendered.status().to_string());
+    REQUIRE(rendered.ok());
+    CHECK(rendered->ids == a.token_ids);
+  }
+  auto rt = open_runtime(db);
+  auto view = rt->session("required");
+  INFO(view.status().to_string());
+  REQUIRE(view.ok());
+  CHECK(view->status == SessionStatus::kAwaitingTool);
+  CHECK(view->awaiting_call_ids == std::vector<std::string>{"call_0"});
+  REQUIRE(rt->append_input("required", {{InputItem::Kind::kToolResult, "result-four", "call_0"}}).ok());
+  Collector c;
+  REQUIRE(rt->create_response("required", greedy(3), c.sink()).ok());
+  CHECK(c.wait().kind == ResponseEvent::Kind::kCompleted);
+  check_exact(*rt, db, "required");
+
+  auto store = storage::SessionStore::open(db);
+  auto log = (*store)->list_messages("required");
+  REQUIRE(log.ok());
+  const std::string rendered = tok().decode(log->at(log->size() - 2).token_ids);  // the second prompt
+  INFO(rendered);
+  CHECK(rendered.find("result-four") != std::string::npos);
+  CHECK(rendered.ends_with("\n\n" + std::string(x.block_open) + "\n"));  // the block opened again
+}
+
+TEST_CASE("a tool call required: live responses keep the session usable and its log replays exactly", "[agents]") {
+  TempDir dir;
+  const std::string db = dir / "hippo.db";
+  SessionSettings settings;
+  settings.tools = {{"calc", "Evaluates arithmetic", R"({"type":"object","properties":{"expr":{"type":"string"}}})"}};
+  settings.tool_choice = tokenizer::ToolChoice::kRequired;
+  for (const bool thinking : {false, true}) {
+    settings.thinking = thinking;
+    const std::string id = thinking ? "thinking" : "chat";
+    {
+      auto rt = open_runtime(db);
+      REQUIRE(rt->create_session(settings, id).ok());
+      // The tiny random model writes no valid call: each answer is text, and the next turn goes on.
+      for (const char* text : {"first", "second"}) {
+        const ResponseEvent done = turn(*rt, id, text, 4);
+        INFO(done.error.to_string());
+        REQUIRE(done.kind == ResponseEvent::Kind::kCompleted);
+      }
+      check_exact(*rt, db, id);
+    }
+    auto rt = open_runtime(db);  // a new process: the log is replayed
+    const ResponseEvent third = turn(*rt, id, "third", 4);
+    REQUIRE(third.kind == ResponseEvent::Kind::kCompleted);
+    check_exact(*rt, db, id);
+  }
+}
+
 TEST_CASE("a fork continues exactly as its source would, and belongs to the same tenant", "[agents]") {
   TempDir dir;
   const std::string db = dir / "hippo.db";

@@ -170,6 +170,82 @@ TEST_CASE("replayed tool-call bytes are rendered verbatim with DSML markers as s
   CHECK(*encode_prompt(deepseek_tokenizer(), *pa) == *encode_prompt(deepseek_tokenizer(), *pb));
 }
 
+// A tool call required: the generation prompt opens the block, and the model's answer is its content.
+TEST_CASE("an answer to a prompt that opened the tool-call block continues it as the model wrote it", "[chat]") {
+  const Tokenizer& tok = deepseek_tokenizer();
+  const TokenId eos = *tok.added_token_id("<｜end▁of▁sentence｜>");
+  const std::string invoke = "<｜DSML｜invoke name=\"f\">\n</｜DSML｜invoke>\n</｜DSML｜tool_calls>";
+  for (const bool thinking : {false, true}) {
+    INFO("thinking " << thinking);
+    ChatOptions options;
+    options.family = ModelFamily::kV4;
+    options.thinking = thinking;
+    options.tools.push_back({"f", std::nullopt, std::nullopt});
+    options.tool_choice = ToolChoice::kRequired;
+    CHECK(generation_prompt_opens_tool_calls(options));
+    ChatEncoder encoder(tok, options);
+    const Result<ChatSuffix> prompt = encoder.encode_chat_suffix(std::vector{user("q")}, true);
+    REQUIRE(prompt.ok());
+    CHECK(prompt->text.ends_with(std::string(thinking ? "<think>" : "</think>") + "\n\n<｜DSML｜tool_calls>\n"));
+    // The answer's ids are those of the model's bytes after the prompt, encoded on their own: a
+    // leading newline stays a token of its own (encoded with the prompt's ">\n" it would merge).
+    for (const std::string& body : {invoke, "\n" + invoke, std::string()}) {
+      INFO(body);
+      ChatEncoder copy = encoder;
+      Message from_model = answer("");
+      if (thinking) from_model.reasoning = "";
+      if (!body.empty()) {
+        from_model.raw_tool_calls = body;
+        from_model.tool_calls = {{"call_0", "f", "{}"}};
+      }
+      const Result<ChatSuffix> a = copy.encode_chat_suffix(std::vector{from_model}, false);
+      INFO(a.status().to_string());
+      REQUIRE(a.ok());
+      CHECK(a->text == body + "<｜end▁of▁sentence｜>");
+      std::vector<TokenId> expected = tok.encode(body);
+      expected.push_back(eos);
+      CHECK(a->ids == expected);
+    }
+    // Structured calls render as the canonical block content; reasoning cannot precede it.
+    Message structured = answer("");
+    structured.tool_calls = {{"call_0", "f", "{}"}};
+    ChatEncoder copy = encoder;
+    const Result<ChatSuffix> s = copy.encode_chat_suffix(std::vector{structured}, false);
+    REQUIRE(s.ok());
+    CHECK(s->text == invoke + "<｜end▁of▁sentence｜>");
+    Message reasoned = structured;
+    reasoned.reasoning = "first, think";
+    CHECK(encoder.encode_chat_suffix(std::vector{reasoned}, false).status().code() == ErrorCode::kFailedPrecondition);
+    CHECK(encoder.encode_chat_suffix(std::vector{structured}, false).ok());  // the refusal changed nothing
+  }
+
+  // Chat mode: turn by turn equals the whole conversation as the reference renders it.
+  ChatOptions options;
+  options.family = ModelFamily::kV4;
+  options.thinking = false;
+  options.tools.push_back({"f", std::nullopt, std::nullopt});
+  options.tool_choice = ToolChoice::kRequired;
+  Message call = answer("");
+  call.tool_calls = {{"call_0", "f", "{}"}};
+  Message result = message(Role::kTool, "done");
+  result.tool_call_id = "call_0";
+  const std::vector<Message> conversation{user("q"), call, result};
+  const Result<RenderedPrompt> whole = render_chat(conversation, options);
+  REQUIRE(whole.ok());
+  ChatEncoder encoder(tok, options);
+  std::string text;
+  std::vector<TokenId> ids;
+  for (const auto& [batch, prompt] : {std::pair{std::vector{conversation[0]}, true}, std::pair{std::vector{call}, false},
+                                      std::pair{std::vector{result}, true}}) {
+    const Result<ChatSuffix> part = encoder.encode_chat_suffix(batch, prompt);
+    REQUIRE(part.ok());
+    text += part->text;
+    ids.insert(ids.end(), part->ids.begin(), part->ids.end());
+  }
+  CHECK(text == whole->text());
+  CHECK(ids == *encode_prompt(tok, *whole));
+}
+
 }  // namespace
 }  // namespace hippo::tokenizer
 

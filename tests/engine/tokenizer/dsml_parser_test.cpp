@@ -164,6 +164,106 @@ TEST_CASE("a block cut off anywhere ends in one kMalformed with its bytes", "[ds
   }
 }
 
+// A parser started inside the block that the generation prompt opened (a tool call required).
+DsmlStreamParser::Options in_block(ModelFamily family, bool thinking) {
+  DsmlStreamParser::Options options;
+  options.family = family;
+  options.starts_in_reasoning = thinking;
+  options.starts_in_tool_calls = true;
+  return options;
+}
+
+// The opening the generation prompt writes: "\n\n" + block_open + "\n".
+std::string block_opening(ModelFamily family) { return "\n\n" + std::string(dsml_syntax(family).block_open) + "\n"; }
+
+std::vector<DsmlEvent> call_events(const std::vector<DsmlEvent>& events) {
+  std::vector<DsmlEvent> calls;
+  for (const DsmlEvent& e : events) {
+    if (e.kind == Kind::kToolCallBegin || e.kind == Kind::kToolCallArguments || e.kind == Kind::kToolCallEnd) calls.push_back(e);
+  }
+  return calls;
+}
+
+TEST_CASE("a parser started inside the tool-call block reads the same calls as one that saw it open", "[dsml]") {
+  std::size_t n_checked = 0;
+  std::mt19937 rng(11);
+  for (const testing::CompletionFixture& f : testing::chat_fixtures().completions) {
+    INFO(f.name);
+    const std::string opening = block_opening(f.family);
+    REQUIRE(f.raw_tool_calls.starts_with(opening));
+    const std::string body = f.raw_tool_calls.substr(opening.size());  // what the model writes after the prompt
+    const std::vector<DsmlEvent> seen_open = parse_whole(options_for(f), f.completion);
+    for (const bool thinking : {false, true}) {
+      const std::vector<DsmlEvent> events = parse_whole(in_block(f.family, thinking), body);
+      CHECK(call_events(events) == call_events(seen_open));
+      REQUIRE(!events.empty());
+      // The block's bytes are the model's, after the prompt's opening: together, the whole block.
+      CHECK(events.back() == DsmlEvent{Kind::kToolCallsEnd, body, {}, -1});
+      CHECK(opening + events.back().text == f.raw_tool_calls);
+      CHECK(joined_text(events, Kind::kText).empty());
+      CHECK(joined_text(events, Kind::kReasoning).empty());
+    }
+    // Split invariance holds from inside the block too.
+    const std::vector<DsmlEvent> whole = parse_whole(in_block(f.family, false), body);
+    const std::string_view c = body;
+    if (c.size() <= 700) {
+      for (std::size_t cut = 1; cut < c.size(); ++cut) {
+        if (parse(in_block(f.family, false), {c.substr(0, cut), c.substr(cut)}) != whole) FAIL_CHECK("split at byte " << cut);
+      }
+    }
+    std::vector<std::string_view> chunks;
+    for (std::size_t pos = 0; pos < c.size();) {
+      const std::size_t n = std::min<std::size_t>(c.size() - pos, 1 + rng() % 9);
+      chunks.push_back(c.substr(pos, n));
+      pos += n;
+    }
+    CHECK(parse(in_block(f.family, false), chunks) == whole);
+    ++n_checked;
+  }
+  CHECK(n_checked >= 100);
+}
+
+TEST_CASE("inside the prompt's block: text after it is the answer; a broken or unclosed block is kMalformed", "[dsml]") {
+  const std::string invoke = "<｜DSML｜ invoke name=\"f\">\n<｜DSML｜ parameter name=\"s\" string=\"true\">hi</｜DSML｜ parameter>\n"
+                             "</｜DSML｜ invoke>\n";
+  const std::string body = invoke + "</｜DSML｜ calls>";
+  for (const bool thinking : {false, true}) {
+    // After the block, answer text (in thinking mode too: the prompt opened the block in place of
+    // reasoning), where a later block is found as usual.
+    const std::vector<DsmlEvent> after = parse_whole(in_block(ModelFamily::kV41, thinking), body + "Done.");
+    REQUIRE(after.size() == 5);
+    CHECK(after[0] == DsmlEvent{Kind::kToolCallBegin, {}, "f", 0});
+    CHECK(after[1] == DsmlEvent{Kind::kToolCallArguments, R"({"s": "hi"})", {}, 0});
+    CHECK(after[2] == DsmlEvent{Kind::kToolCallEnd, R"({"s": "hi"})", "f", 0});
+    CHECK(after[3] == DsmlEvent{Kind::kToolCallsEnd, body, {}, -1});
+    CHECK(after[4] == DsmlEvent{Kind::kText, "Done.", {}, -1});
+    const std::vector<DsmlEvent> twice = parse_whole(in_block(ModelFamily::kV41, thinking), body + "\n\n<｜DSML｜ calls>\n" + body);
+    CHECK(twice.back() == DsmlEvent{Kind::kToolCallsEnd, "\n\n<｜DSML｜ calls>\n" + body, {}, -1});
+    CHECK(twice.back().text.size() > body.size());
+    CHECK(call_events(twice).size() == 2 * call_events(after).size());
+  }
+
+  // Output that is no invoke: malformed at once (the prompt's opening is not the model's bytes),
+  // and the rest is answer text.
+  const std::vector<DsmlEvent> bad = parse_whole(in_block(ModelFamily::kV41, false), "<｜DSML｜ invokX name=\"f\">\nhello");
+  REQUIRE(bad.size() == 2);
+  CHECK(bad[0].kind == Kind::kMalformed);
+  CHECK(bad[0].text.empty());
+  CHECK(bad[1] == DsmlEvent{Kind::kText, "<｜DSML｜ invokX name=\"f\">\nhello", {}, -1});
+  // Broken inside a call: the block's bytes up to the offending byte; its calls are void.
+  const std::vector<DsmlEvent> broken = parse_whole(in_block(ModelFamily::kV41, false), invoke + "<｜DSML｜ invoke name=\"g\" x");
+  CHECK(broken[broken.size() - 2] == DsmlEvent{Kind::kMalformed, invoke + "<｜DSML｜ invoke name=\"g\"", "expected '>' after the tool name", -1});
+  CHECK(broken.back() == DsmlEvent{Kind::kText, " x", {}, -1});
+  // Nothing at all, or the block cut off anywhere: one kMalformed with the bytes so far, last.
+  for (std::size_t cut = 0; cut < body.size(); ++cut) {
+    const std::vector<DsmlEvent> events = parse_whole(in_block(ModelFamily::kV41, false), std::string_view(body).substr(0, cut));
+    REQUIRE(!events.empty());
+    CHECK(events.back() == DsmlEvent{Kind::kMalformed, body.substr(0, cut), "the tool-call block is not closed", -1});
+    for (std::size_t i = 0; i + 1 < events.size(); ++i) CHECK(events[i].kind != Kind::kMalformed);
+    CHECK(joined_text(events, Kind::kText).empty());
+  }
+}
+
 TEST_CASE("malformed markup is reported and the rest is answer text", "[dsml]") {
   const DsmlStreamParser::Options v4{ModelFamily::kV4, false};
   const std::string bad = "ok\n\n<｜DSML｜tool_calls>\n<｜DSML｜invokX name=\"f\">\n</｜DSML｜tool_calls> tail";
