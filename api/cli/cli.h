@@ -42,6 +42,7 @@ void add_bench_tokenizer_command(CLI::App& bench, Invocation& invocation);  // b
 void add_storage_bench(CLI::App& bench, Invocation& invocation);            // `hippo bench storage`
 void add_bench_model_command(CLI::App& bench, Invocation& invocation);      // bench_model.cpp
 void add_bench_agents_command(CLI::App& bench, Invocation& invocation);     // bench_agents.cpp
+void add_bench_server_command(CLI::App& bench, Invocation& invocation);     // bench_server.cpp
 void add_model_commands(CLI::App& app, Invocation& invocation);
 void add_run_command(CLI::App& app, Invocation& invocation);  // `hippo run`
 void add_session_commands(CLI::App& app, Invocation& invocation);

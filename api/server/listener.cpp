@@ -45,6 +45,10 @@ void Listener::do_accept() {
     if (ec) {
       log::warn("accept failed", {{"error", ec.message()}});
     } else {
+      // Streamed events are small writes: without this, Nagle holds each behind the client's
+      // delayed ACK of the previous one (tens of ms).
+      boost::system::error_code nodelay_ec;
+      socket.set_option(tcp::no_delay(true), nodelay_ec);
       std::make_shared<HttpSession>(self->ctx_, std::move(socket))->run();
     }
     self->do_accept();

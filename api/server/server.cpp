@@ -68,6 +68,12 @@ Status Server::run() {
   return shutdown_status_;
 }
 
+void Server::stop() {
+  net::post(ioc_, [this] {
+    if (!shutting_down_) begin_shutdown(0);
+  });
+}
+
 void Server::begin_shutdown(int sig) {
   shutting_down_ = true;
   log::info("shutting down: no new connections, snapshotting sessions", {{"signal", sig}});

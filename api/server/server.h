@@ -31,6 +31,8 @@ class Server {
   // responses end as cancelled, every resident session is snapshotted), closes WebSockets with
   // 1001 once their queued events are sent, and returns the runtime's shutdown status.
   Status run();
+  // Thread-safe: the shutdown that SIGINT starts, for a server run in-process (`hippo bench server`).
+  void stop();
 
  private:
   void begin_shutdown(int signal);

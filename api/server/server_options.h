@@ -25,6 +25,10 @@ struct ServerOptions {
   // TLS: both set, or neither (plain TCP). PEM files: the certificate chain and its private key.
   std::string tls_cert_file;
   std::string tls_key_file;
+  // Benchmarks only (`hippo bench server`; no flag of `hippo serve` sets it): WebSocket response
+  // events carry `t_emit_ns`, the server's steady clock in ns when the runtime handed the event to
+  // the connection's sink, so that a client in the same process can measure the time outside the engine.
+  bool emit_timestamps = false;
 };
 
 }  // namespace hippo::server

@@ -10,6 +10,8 @@
 #include <boost/json/serialize.hpp>
 #include <fmt/format.h>
 
+#include <chrono>
+
 namespace hippo::server {
 
 namespace beast = boost::beast;
@@ -206,6 +208,7 @@ void WebSocketSession::execute(const protocol::ClientEvent& e) {
       });
       if (!attached.ok()) return fail(attached.status());
       auto gate = std::make_shared<EventGate>([&ctx = ctx_, sid, rid, eid, tenant = tenant_](const agents::ResponseEvent& event) {
+        const auto emitted = std::chrono::steady_clock::now();
         const bool last = event.kind == agents::ResponseEvent::Kind::kCompleted || event.kind == agents::ResponseEvent::Kind::kFailed;
         if (event.kind == agents::ResponseEvent::Kind::kCompleted) {
           ctx.counters.responses_completed_total.fetch_add(1);
@@ -216,6 +219,8 @@ void WebSocketSession::execute(const protocol::ClientEvent& e) {
         if (last) ctx.limits.charge(tenant, event.usage.input_tokens + event.usage.output_tokens);
         json::object out = protocol::response_event(event, sid, rid);
         if (!eid.empty()) out["event_id"] = eid;
+        if (ctx.options.emit_timestamps)
+          out["t_emit_ns"] = std::chrono::duration_cast<std::chrono::nanoseconds>(emitted.time_since_epoch()).count();
         const int64_t seq = ctx.streams.publish(sid, std::move(out), last ? SessionStreams::Phase::kEnd : SessionStreams::Phase::kDuring);
         if (last) forget_stream_after_grace(ctx, sid, seq);
       });

@@ -43,16 +43,21 @@ TEST_CASE("a command line without a subcommand, or with an unknown one, is a usa
 }
 
 TEST_CASE("subcommands that are not built yet say so and exit 69", "[cli]") {
-  for (std::vector<const char*> args : std::vector<std::vector<const char*>>{
-           {"bench", "server"}, {"bench", "server", "--connections", "1000"}}) {
-    auto r = run_cli(args);
-    INFO(args.front());
-    CHECK(r.code == hippo::cli::kExitUnavailable);
-    CHECK_THAT(r.err, Catch::Contains("not built yet"));
-    CHECK(r.out.empty());
+  // No subcommand of hippo is unbuilt today: one registered here stands in for the next.
+  hippo::cli::Invocation inv;
+  CLI::App app("hippo");
+  CLI::App* family = app.add_subcommand("bench", "");
+  hippo::cli::add_unbuilt_command(*family, "later", "Something for later", "issue #0", inv);
+  for (std::vector<const char*> args : std::vector<std::vector<const char*>>{{"bench", "later"},
+                                                                            {"bench", "later", "--flag", "1"}}) {
+    std::vector<std::string> reversed(args.rbegin(), args.rend());
+    inv.action = nullptr;
+    app.parse(reversed);
+    REQUIRE(inv.action);
+    const hippo::Status st = inv.action();
+    CHECK(hippo::cli::exit_code_for(st) == hippo::cli::kExitUnavailable);
+    CHECK(st.message() == "hippo bench later: not built yet (issue #0)");
   }
-  auto bench = run_cli({"bench", "server"});
-  CHECK(bench.err == "hippo: hippo bench server: not built yet (agent server, issue #7)\n");
 }
 
 TEST_CASE("chat checks its URL and settings before it connects", "[cli]") {

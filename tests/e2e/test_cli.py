@@ -19,10 +19,10 @@ def test_version():
     assert r.stdout.startswith("hippo 0.")
 
 
-def test_an_unbuilt_command_says_so():
+def test_bench_server_needs_a_model():
     r = hippo("bench", "server")
-    assert r.returncode == 69
-    assert "not built yet" in r.stderr
+    assert r.returncode == 2
+    assert "--model" in r.stderr
     assert r.stdout == ""
 
 
