@@ -263,7 +263,7 @@ struct Simd {
 
   // Accumulates MR rows of x (x[i * x_stride + c], c < kc) times a transposed panel chunk
   // (panel[c * kNr + j]) into y[i * y_stride + j], j < nr; the accumulators start at zero for
-  // the first chunk and from y after it. A partial panel goes through a small buffer.
+  // the first chunk and from y after it.
   template <int MR>
   HIPPO_LINEAR_TARGET static void tile(const float* x, std::int64_t x_stride, const float* panel, std::int64_t kc, float* y,
                                        std::int64_t y_stride, int nr, bool first) {
@@ -283,7 +283,13 @@ struct Simd {
     for (int i = 0; i < MR; ++i) store_acc(acc[i], nr, y + i * y_stride);
   }
 
+  // A whole panel goes straight between y and the registers; a partial one through a buffer.
   HIPPO_LINEAR_TARGET static void load_acc(const float* y, int nr, bool first, Vec* acc) {
+    if (nr == kNr && !first) {
+      std::memcpy(&acc[0], y, sizeof(Vec));
+      std::memcpy(&acc[1], y + W, sizeof(Vec));
+      return;
+    }
     float buf[kNr] = {};
     if (!first) std::memcpy(buf, y, nr * sizeof(float));
     std::memcpy(&acc[0], buf, sizeof(Vec));
@@ -291,6 +297,11 @@ struct Simd {
   }
 
   HIPPO_LINEAR_TARGET static void store_acc(const Vec* acc, int nr, float* y) {
+    if (nr == kNr) {
+      std::memcpy(y, &acc[0], sizeof(Vec));
+      std::memcpy(y + W, &acc[1], sizeof(Vec));
+      return;
+    }
     float buf[kNr];
     std::memcpy(buf, &acc[0], sizeof(Vec));
     std::memcpy(buf + W, &acc[1], sizeof(Vec));
