@@ -1,24 +1,35 @@
 #include "engine/sampling/sampler.h"
 
+#include "kernels/cpu/vector_ops.h"
+
 #include <algorithm>
 #include <cmath>
+#include <limits>
 #include <vector>
 
 namespace hippo::engine {
 
+// The maximum first, in independent lanes the compiler vectorises, then its first index: one
+// running (index, value) pair would make every step wait for the previous compare.
 int32_t argmax(std::span<const float> logits) {
-  int32_t best = 0;
-  for (size_t i = 1; i < logits.size(); ++i) {
-    if (logits[i] > logits[static_cast<size_t>(best)]) best = static_cast<int32_t>(i);
+  constexpr size_t kLanes = 16;
+  float lane_max[kLanes];
+  std::fill(lane_max, lane_max + kLanes, -std::numeric_limits<float>::infinity());
+  size_t i = 0;
+  for (; i + kLanes <= logits.size(); i += kLanes) {
+    for (size_t j = 0; j < kLanes; ++j) lane_max[j] = std::max(lane_max[j], logits[i + j]);
   }
-  return best;
+  float best = *std::max_element(lane_max, lane_max + kLanes);
+  for (; i < logits.size(); ++i) best = std::max(best, logits[i]);
+  const auto found = std::find(logits.begin(), logits.end(), best);
+  return found == logits.end() ? 0 : static_cast<int32_t>(found - logits.begin());  // all NaN: 0
 }
 
 double Sampler::uniform() { return static_cast<double>(generator_() >> 11) * 0x1p-53; }
 
-// No full sort unless top-p needs one: the weights exp((logit - max) / T) are computed in double in
-// id order, top-k selects with nth_element, min-p is a threshold on the weights (the best weighs 1),
-// and top-p sorts only what min-p and top-k kept.
+// No full sort unless top-p needs one: the weights exp((logit - max) / T) are computed in id order,
+// top-k selects with nth_element, min-p is a threshold on the weights (the best weighs 1), and
+// top-p sorts only what min-p and top-k kept.
 int32_t Sampler::next(std::span<const float> logits) {
   if (params_.temperature <= 0.0) return argmax(logits);
   const float top = logits[static_cast<size_t>(argmax(logits))];
@@ -37,12 +48,25 @@ int32_t Sampler::next(std::span<const float> logits) {
   const size_t n = ids.empty() ? logits.size() : ids.size();
   auto id_at = [&](size_t i) { return ids.empty() ? static_cast<int32_t>(i) : ids[i]; };
 
-  // Weights of the top-k candidates; `total` normalises them (min-p and top-p are relative to it).
-  std::vector<double> weight(n);
+  // Weights of the top-k candidates, in single precision by a vectorised exp (this runs over the
+  // whole vocabulary per token), summed in double per block of kBlock ids so that the draw can skip
+  // whole blocks. `total` normalises them (min-p and top-p are relative to it).
+  std::vector<float>& weight = weights_;
+  weight.resize(n);
+  const float* candidate_logits = logits.data();
+  if (!ids.empty()) {
+    for (size_t i = 0; i < n; ++i) weight[i] = logits[static_cast<size_t>(ids[i])];
+    candidate_logits = weight.data();
+  }
+  kernels::cpu::exp_scaled(candidate_logits, top, static_cast<float>(1.0 / params_.temperature), weight.data(),
+                           static_cast<int64_t>(n));
+  block_totals_.assign((n + kBlock - 1) / kBlock, 0.0);
   double total = 0.0;
-  for (size_t i = 0; i < n; ++i) {
-    weight[i] = std::exp((static_cast<double>(logits[static_cast<size_t>(id_at(i))]) - top) / params_.temperature);
-    total += weight[i];
+  for (size_t b = 0; b < block_totals_.size(); ++b) {
+    double sum = 0.0;
+    for (size_t i = b * kBlock; i < std::min(n, (b + 1) * kBlock); ++i) sum += weight[i];
+    block_totals_[b] = sum;
+    total += sum;
   }
   std::vector<std::pair<double, int32_t>> kept;  // (weight, id) when min-p or top-p cut the candidates
   const bool cut = params_.min_p > 0.0 || params_.top_p < 1.0;
@@ -65,7 +89,9 @@ int32_t Sampler::next(std::span<const float> logits) {
   // The draw walks the candidates in order: ids ascending, or by weight after a top-p sort.
   if (!cut) {
     double target = uniform() * total;
-    for (size_t i = 0; i < n; ++i) {
+    size_t b = 0;
+    while (b + 1 < block_totals_.size() && target >= block_totals_[b]) target -= block_totals_[b++];
+    for (size_t i = b * kBlock; i < n; ++i) {
       target -= weight[i];
       if (target < 0.0) return id_at(i);
     }

@@ -6,6 +6,7 @@
 #include <cstdint>
 #include <random>
 #include <span>
+#include <vector>
 
 namespace hippo::engine {
 
@@ -28,6 +29,9 @@ class Sampler {
 
   SamplingParams params_;
   std::mt19937_64 generator_;
+  static constexpr size_t kBlock = 64;
+  std::vector<float> weights_;        // reused between tokens: a vocabulary's worth per call
+  std::vector<double> block_totals_;  // the sums of weights_ per kBlock ids
 };
 
 // The lowest index among the largest values.

@@ -2,12 +2,39 @@
 // time; 8-lane vector types keep the arithmetic identical across them (no FMA contraction).
 #include "kernels/cpu/vector_ops.h"
 
+#include <algorithm>
 
 namespace hippo::kernels::cpu {
 namespace {
 
 using F8 = float __attribute__((vector_size(32)));
 using F8Unaligned = float __attribute__((vector_size(32), aligned(4), may_alias));
+using I8 = std::int32_t __attribute__((vector_size(32)));
+
+// exp(t) = 2^k * e^r with k = round(t / ln 2) and r = t - k ln 2 in [-ln2/2, ln2/2]: the
+// round-to-nearest by the 1.5 * 2^23 trick (the integer k in the low mantissa bits), ln 2 in two
+// parts so that r is exact, e^r by Cephes' expf polynomial, 2^k built in the exponent field.
+// By reference and always inlined: a vector passed by value would change the ABI between the clones.
+__attribute__((always_inline)) inline void exp8(const F8& arg, F8& out) {
+  F8 t = arg;
+  const F8 lowest = F8{} - 87.3f;
+  const I8 underflow = t < lowest;
+  t = t < lowest ? lowest : t;
+  t = t > 88.0f ? F8{} + 88.0f : t;
+  constexpr float kMagic = 12582912.0f;  // 1.5 * 2^23
+  const F8 shifted = t * 1.44269504088896341f + kMagic;
+  const F8 k = shifted - kMagic;
+  const F8 r = (t - k * 0.693359375f) - k * -2.12194440e-4f;
+  F8 p = r * 1.9875691500e-4f + 1.3981999507e-3f;
+  p = p * r + 8.3334519073e-3f;
+  p = p * r + 4.1665795894e-2f;
+  p = p * r + 1.6666665459e-1f;
+  p = p * r + 5.0000001201e-1f;
+  p = p * (r * r) + r + 1.0f;
+  const I8 k_int = __builtin_bit_cast(I8, shifted) - __builtin_bit_cast(std::int32_t, kMagic);
+  const F8 two_k = __builtin_bit_cast(F8, (k_int + 127) << 23);
+  out = underflow ? F8{} : p * two_k;
+}
 
 }  // namespace
 
@@ -28,6 +55,22 @@ __attribute__((target_clones("avx512f", "avx2", "default"))) float dot(const flo
 
 __attribute__((target_clones("avx512f", "avx2", "default"))) void axpy(float alpha, const float* x, float* y, std::int64_t n) {
   for (std::int64_t i = 0; i < n; ++i) y[i] += alpha * x[i];
+}
+
+__attribute__((target_clones("avx512f", "avx2", "default"))) void exp_scaled(const float* x, float shift, float scale, float* out,
+                                                                              std::int64_t n) {
+  std::int64_t i = 0;
+  for (; i + 8 <= n; i += 8) {
+    F8 e;
+    exp8((*reinterpret_cast<const F8Unaligned*>(x + i) - shift) * scale, e);
+    *reinterpret_cast<F8Unaligned*>(out + i) = e;
+  }
+  if (i == n) return;
+  F8 tail = {};
+  std::copy(x + i, x + n, reinterpret_cast<float*>(&tail));
+  F8 e;
+  exp8((tail - shift) * scale, e);
+  std::copy(reinterpret_cast<const float*>(&e), reinterpret_cast<const float*>(&e) + (n - i), out + i);
 }
 
 }  // namespace hippo::kernels::cpu

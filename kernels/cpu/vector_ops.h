@@ -1,5 +1,5 @@
 // Vector primitives of the attention and indexer inner loops (dot products against cached keys,
-// weighted sums of values). The reduction order is fixed by the code, not by the instruction set:
+// weighted sums of values) and of sampling (exponentials over the vocabulary). The reduction order is fixed by the code, not by the instruction set:
 // 16 lane-wise partial sums reduced by one tree, so every machine computes the same bits.
 #pragma once
 
@@ -12,5 +12,10 @@ float dot(const float* a, const float* b, std::int64_t n);
 
 // y[i] += alpha · x[i].
 void axpy(float alpha, const float* x, float* y, std::int64_t n);
+
+// out[i] = exp((x[i] - shift) * scale) in single precision, within a few ulp of expf; the
+// exponent is clamped to 88 above and gives 0 below -87.3 (under the smallest normal float). The same bits on every machine: a
+// fixed polynomial, no libm. For x[i] <= shift (sampling weights) the result is in [0, 1].
+void exp_scaled(const float* x, float shift, float scale, float* out, std::int64_t n);
 
 }  // namespace hippo::kernels::cpu

@@ -40,5 +40,40 @@ TEST_CASE("axpy adds a scaled vector", "[kernels]") {
   for (size_t i = 0; i < x.size(); ++i) CHECK(y[i] == 1.0f + 0.5f * x[i]);
 }
 
+TEST_CASE("exp_scaled is within 4 ulp of double-precision exp, with its clamps", "[kernels]") {
+  std::vector<float> x;
+  for (double t = -100.0; t <= 20.0; t += 0.0137) x.push_back(static_cast<float>(t));
+  std::vector<float> out(x.size());
+  const float shift = 3.0f, scale = 0.75f;
+  exp_scaled(x.data(), shift, scale, out.data(), static_cast<int64_t>(x.size()));
+  for (size_t i = 0; i < x.size(); ++i) {
+    const float arg = (x[i] - shift) * scale;
+    INFO("x = " << x[i]);
+    if (arg < -87.3f) {
+      CHECK(out[i] == 0.0f);
+      continue;
+    }
+    const auto expected = static_cast<float>(std::exp(static_cast<double>(arg)));
+    const float ulp = std::nextafter(expected, INFINITY) - expected;
+    CHECK(std::fabs(out[i] - expected) <= 4 * ulp);
+  }
+  float big = 1000.0f, clamped = 0.0f;
+  exp_scaled(&big, 0.0f, 1.0f, &clamped, 1);
+  CHECK(clamped == std::exp(88.0f));
+}
+
+TEST_CASE("exp_scaled gives the same value at every length and offset", "[kernels]") {
+  std::vector<float> x(37);
+  for (size_t i = 0; i < x.size(); ++i) x[i] = -0.3f * static_cast<float>(i);
+  std::vector<float> whole(x.size());
+  exp_scaled(x.data(), 0.0f, 1.0f, whole.data(), static_cast<int64_t>(x.size()));
+  for (size_t start = 0; start < x.size(); ++start) {
+    float one = -1.0f;
+    exp_scaled(x.data() + start, 0.0f, 1.0f, &one, 1);
+    CHECK(one == whole[start]);
+  }
+  CHECK(whole[0] == 1.0f);
+}
+
 }  // namespace
 }  // namespace hippo::kernels::cpu
