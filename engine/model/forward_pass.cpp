@@ -111,48 +111,31 @@ void ForwardPass::layer(const LayerWeights& lw) {
 
 // Final collapse with the last site's pre mix, the norm and the head: every row of a request that
 // wants all logits, otherwise its last row. The last rows of all such requests go through the head
-// as one matrix, so a decode batch reads the head's weights once rather than once per session.
+// as one matrix, each straight into its state's next-token logits, so a decode batch reads the
+// head's weights once rather than once per session.
 void ForwardPass::head() {
   const int64_t d = t_.hidden_size, V = t_.vocab_size;
   std::vector<float> y;
   collapse(pre_mix_, model_.weights_.final_norm, y);
-  std::vector<const Segment*> last_row_only;
+  std::vector<float> last_rows;
+  std::vector<float*> next_logits;
   for (const Segment& seg : segments_) {
     const int64_t n = static_cast<int64_t>(seg.tokens.size());
+    std::vector<float>& next = seg.state->next_logits_;
     if (seg.all_logits == nullptr) {
-      last_row_only.push_back(&seg);
+      const auto last = y.begin() + (seg.row0 + n - 1) * d;
+      last_rows.insert(last_rows.end(), last, last + d);
+      next.resize(static_cast<size_t>(V));  // zero-filled once, then overwritten in place
+      next_logits.push_back(next.data());
       continue;
     }
     std::vector<float> logits(static_cast<size_t>(n * V));
     linear(&y[static_cast<size_t>(seg.row0 * d)], n, model_.weights_.head, logits.data());
-    seg.state->next_logits_.assign(logits.end() - V, logits.end());
+    next.assign(logits.end() - V, logits.end());
     *seg.all_logits = std::move(logits);
   }
-  if (last_row_only.size() == 1) {  // straight into the state (no zero-fill once sized)
-    const Segment& seg = *last_row_only.front();
-    std::vector<float>& next = seg.state->next_logits_;
-    next.resize(static_cast<size_t>(V));
-    linear(&y[static_cast<size_t>((seg.row0 + static_cast<int64_t>(seg.tokens.size()) - 1) * d)], 1,
-           model_.weights_.head, next.data());
-    return;
-  }
-  if (last_row_only.empty()) return;
-  const auto m = static_cast<int64_t>(last_row_only.size());
-  std::vector<float> rows(static_cast<size_t>(m * d));
-  for (int64_t i = 0; i < m; ++i) {
-    const Segment& seg = *last_row_only[static_cast<size_t>(i)];
-    const float* last = &y[static_cast<size_t>((seg.row0 + static_cast<int64_t>(seg.tokens.size()) - 1) * d)];
-    std::copy(last, last + d, rows.begin() + i * d);
-  }
-  // Kept between steps: a batch's logits are tens of MB, which a fresh vector would have the kernel
-  // map and zero on every decode step.
-  thread_local std::vector<float> logits;
-  logits.resize(static_cast<size_t>(m * V));
-  linear(rows.data(), m, model_.weights_.head, logits.data());
-  for (int64_t i = 0; i < m; ++i) {
-    const auto first = logits.begin() + i * V;
-    last_row_only[static_cast<size_t>(i)]->state->next_logits_.assign(first, first + V);
-  }
+  kernels::cpu::linear_rows(last_rows.data(), static_cast<int64_t>(next_logits.size()), model_.weights_.head,
+                            next_logits.data(), *model_.pool_);
 }
 
 void ForwardPass::commit_tokens() {

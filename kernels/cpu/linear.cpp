@@ -3,13 +3,13 @@
 
 namespace hippo::kernels::cpu {
 
-void linear_avx512(const float* x, std::int64_t m, const WeightView& w, float* y, ThreadPool& pool);
-void linear_avx2(const float* x, std::int64_t m, const WeightView& w, float* y, ThreadPool& pool);
-void linear_generic(const float* x, std::int64_t m, const WeightView& w, float* y, ThreadPool& pool);
+void linear_avx512(const float* x, std::int64_t m, const WeightView& w, const LinearOut& y, ThreadPool& pool);
+void linear_avx2(const float* x, std::int64_t m, const WeightView& w, const LinearOut& y, ThreadPool& pool);
+void linear_generic(const float* x, std::int64_t m, const WeightView& w, const LinearOut& y, ThreadPool& pool);
 
 namespace {
 
-using LinearFn = void (*)(const float*, std::int64_t, const WeightView&, float*, ThreadPool&);
+using LinearFn = void (*)(const float*, std::int64_t, const WeightView&, const LinearOut&, ThreadPool&);
 
 struct Choice {
   LinearFn fn;
@@ -36,7 +36,12 @@ const Choice& chosen() {
 
 void linear(const float* x, std::int64_t m, const WeightView& w, float* y, ThreadPool& pool) {
   if (m <= 0) return;
-  chosen().fn(x, m, w, y, pool);
+  chosen().fn(x, m, w, LinearOut{y, nullptr}, pool);
+}
+
+void linear_rows(const float* x, std::int64_t m, const WeightView& w, float* const* y_rows, ThreadPool& pool) {
+  if (m <= 0) return;
+  chosen().fn(x, m, w, LinearOut{nullptr, y_rows}, pool);
 }
 
 std::string linear_isa() { return chosen().isa; }
@@ -51,7 +56,7 @@ Status linear_with_isa(const std::string& isa, const float* x, std::int64_t m, c
                        ThreadPool& pool) {
   for (const Choice& c : runnable()) {
     if (isa != c.isa) continue;
-    if (m > 0) c.fn(x, m, w, y, pool);
+    if (m > 0) c.fn(x, m, w, LinearOut{y, nullptr}, pool);
     return {};
   }
   return make_error(ErrorCode::kInvalidArgument, "linear: instruction set '{}' does not run on this CPU", isa);

@@ -20,6 +20,17 @@ namespace hippo::kernels::cpu {
 // x: f32 [m, w.cols], y: f32 [m, w.rows]. The view must be validated (WeightView::validate).
 void linear(const float* x, std::int64_t m, const WeightView& w, float* y, ThreadPool& pool);
 
+// The same with row i of y at y_rows[i] (w.rows floats each): a decode batch writes each session's
+// logits straight into that session's buffer.
+void linear_rows(const float* x, std::int64_t m, const WeightView& w, float* const* y_rows, ThreadPool& pool);
+
+// Where the implementations write row i of y: one [m, n] matrix, or a pointer per row.
+struct LinearOut {
+  float* y = nullptr;
+  float* const* rows = nullptr;  // when set, y is unused
+  float* row(std::int64_t i, std::int64_t n) const { return rows != nullptr ? rows[i] : y + i * n; }
+};
+
 // The instruction set linear() dispatches to on this CPU: "avx512", "avx2" or "generic".
 std::string linear_isa();
 

@@ -10,7 +10,7 @@
 
 namespace hippo::kernels::cpu {
 
-void linear_avx512(const float* x, std::int64_t m, const WeightView& w, float* y, ThreadPool& pool) {
+void linear_avx512(const float* x, std::int64_t m, const WeightView& w, const LinearOut& y, ThreadPool& pool) {
   linear_impl<16, 8>(x, m, w, y, pool);
 }
 

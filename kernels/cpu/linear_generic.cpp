@@ -6,7 +6,7 @@
 
 namespace hippo::kernels::cpu {
 
-void linear_generic(const float* x, std::int64_t m, const WeightView& w, float* y, ThreadPool& pool) {
+void linear_generic(const float* x, std::int64_t m, const WeightView& w, const LinearOut& y, ThreadPool& pool) {
   linear_impl<4, 4>(x, m, w, y, pool);
 }
 

@@ -24,6 +24,7 @@
 #error "define HIPPO_LINEAR_TARGET before including linear_impl.h"
 #endif
 
+#include "kernels/cpu/linear.h"
 #include "kernels/cpu/thread_pool.h"
 #include "kernels/ref/numeric_formats.h"
 #include "kernels/weight_view.h"
@@ -262,13 +263,13 @@ struct Simd {
   }
 
   // Accumulates MR rows of x (x[i * x_stride + c], c < kc) times a transposed panel chunk
-  // (panel[c * kNr + j]) into y[i * y_stride + j], j < nr; the accumulators start at zero for
+  // (panel[c * kNr + j]) into y[i][j], j < nr; the accumulators start at zero for
   // the first chunk and from y after it.
   template <int MR>
-  HIPPO_LINEAR_TARGET static void tile(const float* x, std::int64_t x_stride, const float* panel, std::int64_t kc, float* y,
-                                       std::int64_t y_stride, int nr, bool first) {
+  HIPPO_LINEAR_TARGET static void tile(const float* x, std::int64_t x_stride, const float* panel, std::int64_t kc,
+                                       float* const* y, int nr, bool first) {
     Vec acc[MR][2];
-    for (int i = 0; i < MR; ++i) load_acc(y + i * y_stride, nr, first, acc[i]);
+    for (int i = 0; i < MR; ++i) load_acc(y[i], nr, first, acc[i]);
     for (std::int64_t c = 0; c < kc; ++c) {
       Vec w0, w1;
       std::memcpy(&w0, panel + c * kNr, sizeof(Vec));
@@ -280,7 +281,7 @@ struct Simd {
         acc[i][1] += xv * w1;
       }
     }
-    for (int i = 0; i < MR; ++i) store_acc(acc[i], nr, y + i * y_stride);
+    for (int i = 0; i < MR; ++i) store_acc(acc[i], nr, y[i]);
   }
 
   // A whole panel goes straight between y and the registers; a partial one through a buffer.
@@ -311,10 +312,10 @@ struct Simd {
   // The last rows % MR rows, through the tile of that height (the same per-element sequence).
   template <int R>
   HIPPO_LINEAR_TARGET static void tail(int rows, const float* x, std::int64_t x_stride, const float* panel, std::int64_t kc,
-                                       float* y, std::int64_t y_stride, int nr, bool first) {
+                                       float* const* y, int nr, bool first) {
     if constexpr (R > 0) {
-      if (rows == R) return tile<R>(x, x_stride, panel, kc, y, y_stride, nr, first);
-      tail<R - 1>(rows, x, x_stride, panel, kc, y, y_stride, nr, first);
+      if (rows == R) return tile<R>(x, x_stride, panel, kc, y, nr, first);
+      tail<R - 1>(rows, x, x_stride, panel, kc, y, nr, first);
     }
   }
 
@@ -322,7 +323,7 @@ struct Simd {
   // transposed into panel[] and run through all the rows.
   template <int MR>
   HIPPO_LINEAR_TARGET static void panel_rows(const float* x, const WeightView& w, std::int64_t r0, std::int64_t i0,
-                                             std::int64_t i1, float* y) {
+                                             std::int64_t i1, const LinearOut& y) {
     alignas(64) float rows[kNr * kKc];
     alignas(64) float panel[kKc * kNr];
     const std::int64_t k = w.cols, n = w.rows;
@@ -337,9 +338,14 @@ struct Simd {
           for (int t = 0; t < W; ++t) std::memcpy(panel + (c + t) * kNr + g * W, &r[t], sizeof(Vec));
         }
       }
+      float* out[MR];
       std::int64_t i = i0;
-      for (; i + MR <= i1; i += MR) tile<MR>(x + i * k + c0, k, panel, kc, y + i * n + r0, n, nr, c0 == 0);
-      tail<MR - 1>(static_cast<int>(i1 - i), x + i * k + c0, k, panel, kc, y + i * n + r0, n, nr, c0 == 0);
+      for (; i + MR <= i1; i += MR) {
+        for (int j = 0; j < MR; ++j) out[j] = y.row(i + j, n) + r0;
+        tile<MR>(x + i * k + c0, k, panel, kc, out, nr, c0 == 0);
+      }
+      for (int j = 0; j < i1 - i; ++j) out[j] = y.row(i + j, n) + r0;
+      tail<MR - 1>(static_cast<int>(i1 - i), x + i * k + c0, k, panel, kc, out, nr, c0 == 0);
     }
   }
 
@@ -352,7 +358,7 @@ struct Simd {
   static constexpr std::int64_t kRowChunk = 128;  // columns per chunk; 32 KB of decoded rows
 
   template <int G>
-  HIPPO_LINEAR_TARGET static void panel_row(const float* x, const WeightView& w, std::int64_t r0, float* y) {
+  HIPPO_LINEAR_TARGET static void panel_row(const float* x, const WeightView& w, std::int64_t r0, float* y) {  // y: row 0
     constexpr int kRows = G * kNr;
     alignas(64) float rows[kRows * kRowChunk];
     const std::int64_t k = w.cols;
@@ -382,7 +388,7 @@ struct Simd {
 
 // W lanes per vector, MR rows of x per tile.
 template <int W, int MR>
-void linear_impl(const float* x, std::int64_t m, const WeightView& w, float* y, ThreadPool& pool) {
+void linear_impl(const float* x, std::int64_t m, const WeightView& w, const LinearOut& y, ThreadPool& pool) {
   using S = Simd<W>;
   const std::int64_t n_panels = (w.rows + S::kNr - 1) / S::kNr;
   // Few panels (small n) and many rows of x: split the rows too, in blocks of at least 32 rows
@@ -396,8 +402,9 @@ void linear_impl(const float* x, std::int64_t m, const WeightView& w, float* y, 
   pool.parallel_for(n_panels * row_blocks, [&](std::int64_t t_begin, std::int64_t t_end) {
     if (m == 1) {  // row_blocks is 1: tasks are panels
       std::int64_t p = t_begin;
-      for (; p + S::kGroup <= t_end; p += S::kGroup) S::template panel_row<S::kGroup>(x, w, p * S::kNr, y);
-      for (; p < t_end; ++p) S::template panel_row<1>(x, w, p * S::kNr, y);
+      float* const y0 = y.row(0, w.rows);
+      for (; p + S::kGroup <= t_end; p += S::kGroup) S::template panel_row<S::kGroup>(x, w, p * S::kNr, y0);
+      for (; p < t_end; ++p) S::template panel_row<1>(x, w, p * S::kNr, y0);
       return;
     }
     for (std::int64_t p = t_begin / row_blocks; p * row_blocks < t_end; ++p) {
