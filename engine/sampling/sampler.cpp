@@ -9,19 +9,27 @@
 
 namespace hippo::engine {
 
-// The maximum first, in independent lanes the compiler vectorises, then its first index: one
-// running (index, value) pair would make every step wait for the previous compare.
-int32_t argmax(std::span<const float> logits) {
+namespace {
+
+// In independent lanes, which the compiler vectorises (one running maximum would make every step
+// wait for the previous compare).
+float max_value(std::span<const float> values) {
   constexpr size_t kLanes = 16;
   float lane_max[kLanes];
   std::fill(lane_max, lane_max + kLanes, -std::numeric_limits<float>::infinity());
   size_t i = 0;
-  for (; i + kLanes <= logits.size(); i += kLanes) {
-    for (size_t j = 0; j < kLanes; ++j) lane_max[j] = std::max(lane_max[j], logits[i + j]);
+  for (; i + kLanes <= values.size(); i += kLanes) {
+    for (size_t j = 0; j < kLanes; ++j) lane_max[j] = std::max(lane_max[j], values[i + j]);
   }
   float best = *std::max_element(lane_max, lane_max + kLanes);
-  for (; i < logits.size(); ++i) best = std::max(best, logits[i]);
-  const auto found = std::find(logits.begin(), logits.end(), best);
+  for (; i < values.size(); ++i) best = std::max(best, values[i]);
+  return best;
+}
+
+}  // namespace
+
+int32_t argmax(std::span<const float> logits) {
+  const auto found = std::find(logits.begin(), logits.end(), max_value(logits));
   return found == logits.end() ? 0 : static_cast<int32_t>(found - logits.begin());  // all NaN: 0
 }
 
@@ -32,7 +40,7 @@ double Sampler::uniform() { return static_cast<double>(generator_() >> 11) * 0x1
 // top-p sorts only what min-p and top-k kept.
 int32_t Sampler::next(std::span<const float> logits) {
   if (params_.temperature <= 0.0) return argmax(logits);
-  const float top = logits[static_cast<size_t>(argmax(logits))];
+  const float top = max_value(logits);
   std::vector<int32_t> ids;
   if (params_.top_k > 0 && static_cast<size_t>(params_.top_k) < logits.size()) {
     ids.resize(logits.size());
@@ -49,7 +57,7 @@ int32_t Sampler::next(std::span<const float> logits) {
   auto id_at = [&](size_t i) { return ids.empty() ? static_cast<int32_t>(i) : ids[i]; };
 
   // Weights of the top-k candidates, in single precision by a vectorised exp (this runs over the
-  // whole vocabulary per token), summed in double per block of kBlock ids so that the draw can skip
+  // whole vocabulary per token), with their sums per block of kExpBlock so that the draw can skip
   // whole blocks. `total` normalises them (min-p and top-p are relative to it).
   std::vector<float>& weight = weights_;
   weight.resize(n);
@@ -58,16 +66,12 @@ int32_t Sampler::next(std::span<const float> logits) {
     for (size_t i = 0; i < n; ++i) weight[i] = logits[static_cast<size_t>(ids[i])];
     candidate_logits = weight.data();
   }
-  kernels::cpu::exp_scaled(candidate_logits, top, static_cast<float>(1.0 / params_.temperature), weight.data(),
-                           static_cast<int64_t>(n));
-  block_totals_.assign((n + kBlock - 1) / kBlock, 0.0);
+  constexpr auto kBlock = static_cast<size_t>(kernels::cpu::kExpBlock);
+  block_totals_.resize((n + kBlock - 1) / kBlock);
+  kernels::cpu::exp_block_sums(candidate_logits, top, static_cast<float>(1.0 / params_.temperature), weight.data(),
+                               static_cast<int64_t>(n), block_totals_.data());
   double total = 0.0;
-  for (size_t b = 0; b < block_totals_.size(); ++b) {
-    double sum = 0.0;
-    for (size_t i = b * kBlock; i < std::min(n, (b + 1) * kBlock); ++i) sum += weight[i];
-    block_totals_[b] = sum;
-    total += sum;
-  }
+  for (const float block_total : block_totals_) total += block_total;
   std::vector<std::pair<double, int32_t>> kept;  // (weight, id) when min-p or top-p cut the candidates
   const bool cut = params_.min_p > 0.0 || params_.top_p < 1.0;
   if (cut) {

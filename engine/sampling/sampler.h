@@ -29,9 +29,8 @@ class Sampler {
 
   SamplingParams params_;
   std::mt19937_64 generator_;
-  static constexpr size_t kBlock = 64;
-  std::vector<float> weights_;        // reused between tokens: a vocabulary's worth per call
-  std::vector<double> block_totals_;  // the sums of weights_ per kBlock ids
+  std::vector<float> weights_;       // reused between tokens: a vocabulary's worth per call
+  std::vector<float> block_totals_;  // the sums of weights_ per kernels::cpu::kExpBlock ids
 };
 
 // The lowest index among the largest values.

@@ -36,6 +36,12 @@ __attribute__((always_inline)) inline void exp8(const F8& arg, F8& out) {
   out = underflow ? F8{} : p * two_k;
 }
 
+// The lanes of sum added in a fixed tree: 8 -> 4 (lane i + lane i+4) -> 1.
+__attribute__((always_inline)) inline float reduce8(const F8& sum) {
+  const float s4[4] = {sum[0] + sum[4], sum[1] + sum[5], sum[2] + sum[6], sum[3] + sum[7]};
+  return (s4[0] + s4[2]) + (s4[1] + s4[3]);
+}
+
 }  // namespace
 
 // Two 8-lane accumulators (16 partial sums), combined lane-wise, then an 8 -> 1 tree.
@@ -48,29 +54,36 @@ __attribute__((target_clones("avx512f", "avx2", "default"))) float dot(const flo
   }
   float tail = 0.0f;
   for (; i < n; ++i) tail += a[i] * b[i];
-  F8 sum = even + odd;
-  const float s4[4] = {sum[0] + sum[4], sum[1] + sum[5], sum[2] + sum[6], sum[3] + sum[7]};
-  return ((s4[0] + s4[2]) + (s4[1] + s4[3])) + tail;
+  return reduce8(even + odd) + tail;
 }
 
 __attribute__((target_clones("avx512f", "avx2", "default"))) void axpy(float alpha, const float* x, float* y, std::int64_t n) {
   for (std::int64_t i = 0; i < n; ++i) y[i] += alpha * x[i];
 }
 
-__attribute__((target_clones("avx512f", "avx2", "default"))) void exp_scaled(const float* x, float shift, float scale, float* out,
-                                                                              std::int64_t n) {
-  std::int64_t i = 0;
-  for (; i + 8 <= n; i += 8) {
-    F8 e;
-    exp8((*reinterpret_cast<const F8Unaligned*>(x + i) - shift) * scale, e);
-    *reinterpret_cast<F8Unaligned*>(out + i) = e;
+__attribute__((target_clones("avx512f", "avx2", "default"))) void exp_block_sums(const float* x, float shift, float scale,
+                                                                                  float* out, std::int64_t n,
+                                                                                  float* block_sums) {
+  for (std::int64_t b0 = 0; b0 < n; b0 += kExpBlock) {
+    const std::int64_t len = std::min(kExpBlock, n - b0);
+    F8 sum = {};
+    std::int64_t i = 0;
+    for (; i + 8 <= len; i += 8) {
+      F8 e;
+      exp8((*reinterpret_cast<const F8Unaligned*>(x + b0 + i) - shift) * scale, e);
+      *reinterpret_cast<F8Unaligned*>(out + b0 + i) = e;
+      sum += e;
+    }
+    if (i < len) {  // the last few: zero lanes past the end, so they add nothing
+      F8 tail = {}, e;
+      std::copy(x + b0 + i, x + b0 + len, reinterpret_cast<float*>(&tail));
+      exp8((tail - shift) * scale, e);
+      for (std::int64_t j = len - i; j < 8; ++j) e[j] = 0.0f;
+      std::copy(reinterpret_cast<const float*>(&e), reinterpret_cast<const float*>(&e) + (len - i), out + b0 + i);
+      sum += e;
+    }
+    block_sums[b0 / kExpBlock] = reduce8(sum);
   }
-  if (i == n) return;
-  F8 tail = {};
-  std::copy(x + i, x + n, reinterpret_cast<float*>(&tail));
-  F8 e;
-  exp8((tail - shift) * scale, e);
-  std::copy(reinterpret_cast<const float*>(&e), reinterpret_cast<const float*>(&e) + (n - i), out + i);
 }
 
 }  // namespace hippo::kernels::cpu

@@ -2,6 +2,7 @@
 
 #include <catch2/catch.hpp>
 
+#include <algorithm>
 #include <cmath>
 #include <vector>
 
@@ -40,12 +41,18 @@ TEST_CASE("axpy adds a scaled vector", "[kernels]") {
   for (size_t i = 0; i < x.size(); ++i) CHECK(y[i] == 1.0f + 0.5f * x[i]);
 }
 
-TEST_CASE("exp_scaled is within 4 ulp of double-precision exp, with its clamps", "[kernels]") {
+std::vector<float> exps(const std::vector<float>& x, float shift, float scale, std::vector<float>* sums = nullptr) {
+  std::vector<float> out(x.size()), block_sums((x.size() + kExpBlock - 1) / kExpBlock);
+  exp_block_sums(x.data(), shift, scale, out.data(), static_cast<int64_t>(x.size()), block_sums.data());
+  if (sums != nullptr) *sums = block_sums;
+  return out;
+}
+
+TEST_CASE("exp_block_sums is within 4 ulp of double-precision exp, with its clamps", "[kernels]") {
   std::vector<float> x;
   for (double t = -100.0; t <= 20.0; t += 0.0137) x.push_back(static_cast<float>(t));
-  std::vector<float> out(x.size());
   const float shift = 3.0f, scale = 0.75f;
-  exp_scaled(x.data(), shift, scale, out.data(), static_cast<int64_t>(x.size()));
+  const std::vector<float> out = exps(x, shift, scale);
   for (size_t i = 0; i < x.size(); ++i) {
     const float arg = (x[i] - shift) * scale;
     INFO("x = " << x[i]);
@@ -57,22 +64,25 @@ TEST_CASE("exp_scaled is within 4 ulp of double-precision exp, with its clamps",
     const float ulp = std::nextafter(expected, INFINITY) - expected;
     CHECK(std::fabs(out[i] - expected) <= 4 * ulp);
   }
-  float big = 1000.0f, clamped = 0.0f;
-  exp_scaled(&big, 0.0f, 1.0f, &clamped, 1);
-  CHECK(clamped == std::exp(88.0f));
+  CHECK(exps({1000.0f}, 0.0f, 1.0f)[0] == std::exp(88.0f));
 }
 
-TEST_CASE("exp_scaled gives the same value at every length and offset", "[kernels]") {
-  std::vector<float> x(37);
-  for (size_t i = 0; i < x.size(); ++i) x[i] = -0.3f * static_cast<float>(i);
-  std::vector<float> whole(x.size());
-  exp_scaled(x.data(), 0.0f, 1.0f, whole.data(), static_cast<int64_t>(x.size()));
-  for (size_t start = 0; start < x.size(); ++start) {
-    float one = -1.0f;
-    exp_scaled(x.data() + start, 0.0f, 1.0f, &one, 1);
-    CHECK(one == whole[start]);
-  }
+TEST_CASE("exp_block_sums: the same value at every length and offset, and sums of whole and short blocks", "[kernels]") {
+  std::vector<float> x(150);
+  for (size_t i = 0; i < x.size(); ++i) x[i] = -0.05f * static_cast<float>(i);
+  std::vector<float> sums;
+  const std::vector<float> whole = exps(x, 0.0f, 1.0f, &sums);
   CHECK(whole[0] == 1.0f);
+  for (size_t start = 0; start < x.size(); ++start) {
+    CHECK(exps({x[start]}, 0.0f, 1.0f)[0] == whole[start]);
+  }
+  REQUIRE(sums.size() == 3);  // 64 + 64 + 22
+  for (size_t b = 0; b < sums.size(); ++b) {
+    double expected = 0;
+    for (size_t i = b * 64; i < std::min(x.size(), (b + 1) * 64); ++i) expected += whole[i];
+    INFO("block " << b);
+    CHECK(std::fabs(sums[b] - expected) <= 1e-6 * expected);
+  }
 }
 
 }  // namespace
