@@ -1,5 +1,7 @@
-// Resident memory of this process, as `hippo bench` commands report it (Linux /proc).
+// Memory of this process, as `hippo bench` commands report it (Linux /proc, glibc's allocator).
 #pragma once
+
+#include <malloc.h>
 
 #include <cstdint>
 #include <cstring>
@@ -23,6 +25,13 @@ inline bool reset_peak_rss() {
   std::ofstream clear("/proc/self/clear_refs");
   clear << "5";
   return static_cast<bool>(clear.flush());
+}
+
+// Bytes the allocator has handed out and not had back (glibc, all arenas and mmapped blocks). Unlike
+// RSS it grows with what a workload keeps even when freed memory from earlier work is reused.
+inline std::int64_t heap_bytes_in_use() {
+  const struct mallinfo2 m = mallinfo2();
+  return static_cast<std::int64_t>(m.uordblks + m.hblkhd);
 }
 
 }  // namespace hippo::cli
