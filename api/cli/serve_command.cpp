@@ -43,6 +43,7 @@ struct ServeCommand {
   int io_threads = 2;
   int64_t max_output_tokens = 256;
   uint64_t max_outbound_bytes = uint64_t{8} << 20;
+  uint64_t socket_send_buffer = 0;
   double stream_grace_seconds = 30;
   std::string tls_cert;
   std::string tls_key;
@@ -151,6 +152,7 @@ Status run_server(const ServeCommand& cmd, std::ostream& out) {
   options.io_threads = cmd.io_threads;
   options.default_max_output_tokens = cmd.max_output_tokens;
   options.max_outbound_bytes = cmd.max_outbound_bytes;
+  options.socket_send_buffer = cmd.socket_send_buffer;
   options.tls_cert_file = cmd.tls_cert;
   options.tls_key_file = cmd.tls_key;
   options.stream_grace = std::chrono::milliseconds(static_cast<int64_t>(cmd.stream_grace_seconds * 1000));
@@ -195,6 +197,11 @@ void add_serve_command(CLI::App& app, Invocation& inv) {
                     "Unsent bytes a connection may queue before it is closed as too slow (e.g. 8MiB)")
       ->transform(CLI::AsSizeValue(false))
       ->check(CLI::PositiveNumber)
+      ->capture_default_str();
+  serve->add_option("--socket-send-buffer", cmd->socket_send_buffer,
+                    "Kernel send buffer of each connection (SO_SNDBUF, e.g. 64KiB); 0: the kernel's autotuning")
+      ->transform(CLI::AsSizeValue(false))
+      ->check(CLI::Range(uint64_t{0}, uint64_t{1} << 30))
       ->capture_default_str();
   serve->add_option("--stream-grace", cmd->stream_grace_seconds,
                     "Seconds a response keeps running after its WebSocket drops, for the client to reconnect "

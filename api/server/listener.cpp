@@ -47,8 +47,12 @@ void Listener::do_accept() {
     } else {
       // Streamed events are small writes: without this, Nagle holds each behind the client's
       // delayed ACK of the previous one (tens of ms).
-      boost::system::error_code nodelay_ec;
-      socket.set_option(tcp::no_delay(true), nodelay_ec);
+      boost::system::error_code option_ec;
+      socket.set_option(tcp::no_delay(true), option_ec);
+      if (self->ctx_.options.socket_send_buffer > 0) {
+        socket.set_option(net::socket_base::send_buffer_size(static_cast<int>(self->ctx_.options.socket_send_buffer)),
+                          option_ec);
+      }
       std::make_shared<HttpSession>(self->ctx_, std::move(socket))->run();
     }
     self->do_accept();

@@ -17,6 +17,7 @@ struct ServerOptions {
   int runtime_call_threads = 4;              // threads making the runtime's blocking calls
   size_t max_message_bytes = size_t{4} << 20;  // a WebSocket frame or an HTTP body
   size_t max_outbound_bytes = size_t{8} << 20;  // queued, unsent bytes per connection before it is closed
+  size_t socket_send_buffer = 0;  // SO_SNDBUF of accepted sockets; 0: the kernel's autotuning
   int64_t default_max_output_tokens = 256;   // when a request gives none
   // A response whose WebSocket dropped keeps running this long for a client to reattach
   // (session.resume with after_seq); its stream's events stay replayable this long after it ends.

@@ -14,7 +14,7 @@ int64_t SessionStreams::publish(const std::string& session_id, boost::json::obje
   const size_t bytes = boost::json::serialize(event).size();
   // Delivered under the lock: deliver only posts, and posting here keeps the connection's queue in
   // session_seq order against a concurrent attach().
-  if (s.connection != 0) s.deliver(event);
+  if (s.connection != 0) s.deliver(event, false);
   s.kept.push_back({s.last_seq, bytes, std::move(event)});
   s.kept_bytes += bytes;
   total_kept_bytes_ += bytes;
@@ -44,7 +44,7 @@ Result<int64_t> SessionStreams::attach(const std::string& session_id, uint64_t c
   if (before_replay) before_replay(s.last_seq);
   if (after_seq) {
     for (const Kept& k : s.kept)
-      if (k.seq > *after_seq) deliver(k.event);
+      if (k.seq > *after_seq) deliver(k.event, true);
   }
   s.connection = connection;
   s.deliver = std::move(deliver);

@@ -26,7 +26,8 @@ namespace hippo::server {
 
 class SessionStreams {
  public:
-  using Deliver = std::function<void(boost::json::object event)>;
+  // replay: the event is one of the kept ones that attach() sends again, not a new one.
+  using Deliver = std::function<void(boost::json::object event, bool replay)>;
   using Clock = std::chrono::steady_clock;
   // Where an event stands in its response: the first (response.created), the last (completed or
   // failed), or between.

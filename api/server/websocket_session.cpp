@@ -256,18 +256,18 @@ void WebSocketSession::execute(const protocol::ClientEvent& e) {
 }
 
 SessionStreams::Deliver WebSocketSession::stream_deliver() {
-  return [weak = weak_from_this(), exec = ws_.get_executor()](json::object event) {
-    net::post(exec, [weak, event = std::move(event)]() mutable {
-      if (auto s = weak.lock()) s->send(std::move(event), {});  // event_id is in the event
+  return [weak = weak_from_this(), exec = ws_.get_executor()](json::object event, bool replay) {
+    net::post(exec, [weak, event = std::move(event), replay]() mutable {
+      if (auto s = weak.lock()) s->send(std::move(event), {}, replay);  // event_id is in the event
     });
   };
 }
 
-void WebSocketSession::send(json::object event, const std::string& event_id) {
+void WebSocketSession::send(json::object event, const std::string& event_id, bool replay) {
   if (closing_) return;
   event["seq"] = ++seq_;
   if (!event_id.empty()) event["event_id"] = event_id;
-  enqueue(json::serialize(event));
+  enqueue(json::serialize(event), replay);
 }
 
 void WebSocketSession::send_error(std::string_view code, std::string_view message, const std::string& event_id) {
@@ -284,34 +284,41 @@ void WebSocketSession::send_refusal(const Refusal& refusal, const std::string& e
   send(protocol::error_event(refusal.code, refusal.message, refusal.retry_after_seconds), event_id);
 }
 
-void WebSocketSession::enqueue(std::string frame) {
-  if (outbound_bytes_ + frame.size() > ctx_.options.max_outbound_bytes) {
+void WebSocketSession::enqueue(std::string frame, bool replay) {
+  // A replay (session.resume) comes all at once but is bounded by the replay buffer: only new
+  // events count against the limit, so that a client catching up is not taken for a slow one.
+  if (!replay && live_bytes_ + frame.size() > ctx_.options.max_outbound_bytes) {
     ctx_.counters.slow_client_closes_total.fetch_add(1);
     log::warn("websocket client reads too slowly; closing it with 1008",
-              {{"connection", registry_id_}, {"queued_bytes", outbound_bytes_},
+              {{"connection", registry_id_}, {"queued_bytes", live_bytes_},
                {"limit_bytes", ctx_.options.max_outbound_bytes}});
     close(websocket::close_code::policy_error, "outbound queue full: the client reads too slowly", false);
     return;
   }
-  outbound_bytes_ += frame.size();
-  outbound_.push_back(std::move(frame));
+  if (!replay) live_bytes_ += frame.size();
+  outbound_.push_back({std::move(frame), replay});
   if (!writing_) do_write();
 }
 
 void WebSocketSession::do_write() {
   writing_ = true;
   ws_.text(true);
-  ws_.async_write(net::buffer(outbound_.front()), beast::bind_front_handler(&WebSocketSession::on_write, shared_from_this()));
+  ws_.async_write(net::buffer(outbound_.front().text),
+                  beast::bind_front_handler(&WebSocketSession::on_write, shared_from_this()));
+}
+
+void WebSocketSession::pop_outbound() {
+  if (!outbound_.front().replay) live_bytes_ -= outbound_.front().text.size();
+  outbound_.pop_front();
 }
 
 void WebSocketSession::on_write(beast::error_code ec, size_t) {
   writing_ = false;
-  outbound_bytes_ -= outbound_.front().size();
-  outbound_.pop_front();
+  pop_outbound();
   if (ec) {
     log::debug("websocket write failed", {{"connection", registry_id_}, {"error", ec.message()}});
     outbound_.clear();
-    outbound_bytes_ = 0;
+    live_bytes_ = 0;
     closing_ = true;
     finished();
     return;
@@ -327,10 +334,18 @@ void WebSocketSession::close(websocket::close_code code, std::string reason, boo
   if (closing_) return;
   closing_ = true;
   pending_close_ = websocket::close_reason(code, reason);
+  // From here the client has 5 s to take what is queued and answer the close handshake. One that
+  // reads nothing at all (the write in progress never completes) loses the socket then too.
+  close_guard_.expires_after(std::chrono::seconds(5));
+  close_guard_.async_wait([self = shared_from_this()](beast::error_code ec) {
+    if (ec) return;
+    beast::error_code ignored;
+    beast::get_lowest_layer(self->ws_).socket().close(ignored);
+  });
   if (!drain) {
     // Keep only the frame being written (Beast is in the middle of it).
     while (outbound_.size() > (writing_ ? 1u : 0u)) {
-      outbound_bytes_ -= outbound_.back().size();
+      if (!outbound_.back().replay) live_bytes_ -= outbound_.back().text.size();
       outbound_.pop_back();
     }
   }
@@ -340,13 +355,6 @@ void WebSocketSession::close(websocket::close_code code, std::string reason, boo
 void WebSocketSession::start_close() {
   if (close_started_ || !pending_close_) return;
   close_started_ = true;
-  // A client that never answers the close handshake (or never reads) loses the socket.
-  close_guard_.expires_after(std::chrono::seconds(5));
-  close_guard_.async_wait([self = shared_from_this()](beast::error_code ec) {
-    if (ec) return;
-    beast::error_code ignored;
-    beast::get_lowest_layer(self->ws_).socket().close(ignored);
-  });
   ws_.async_close(*pending_close_, [self = shared_from_this()](beast::error_code ec) {
     self->close_guard_.cancel();
     if (ec) log::debug("websocket close failed", {{"connection", self->registry_id_}, {"error", ec.message()}});

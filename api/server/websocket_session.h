@@ -1,8 +1,9 @@
 // One WebSocket connection on /v1/agents: reads client events (text frames of JSON), runs them on
 // the runtime in the order they came (a strand on the runtime-call pool), and writes server events
 // from a bounded outbound queue. Any number of sessions can be used on one connection. A client
-// that reads so slowly that more than ServerOptions::max_outbound_bytes wait unsent is closed with
-// code 1008 (policy violation); a frame over max_message_bytes closes with 1009; server shutdown
+// that reads so slowly that more than ServerOptions::max_outbound_bytes of new events wait unsent
+// is closed with code 1008 (policy violation; a replay after session.resume, bounded by the replay
+// buffer, does not count); a frame over max_message_bytes closes with 1009; server shutdown
 // closes with 1001 after the queued events are sent. A session's response events come through its
 // stream (session_streams.h), which this connection reads from response.create or session.resume
 // on. When the connection ends, a response still running gets ServerOptions::stream_grace for a
@@ -55,12 +56,13 @@ class WebSocketSession : public Connection, public std::enable_shared_from_this<
   void post_io(Fn fn);
 
   // Socket strand only:
-  void send(boost::json::object event, const std::string& event_id);
+  void send(boost::json::object event, const std::string& event_id, bool replay = false);
   void send_error(std::string_view code, std::string_view message, const std::string& event_id);
   void send_status_error(const Status& status, const std::string& event_id);
   void send_refusal(const Refusal& refusal, const std::string& event_id);
-  void enqueue(std::string frame);
+  void enqueue(std::string frame, bool replay);
   void do_write();
+  void pop_outbound();
   void on_write(boost::beast::error_code ec, size_t bytes);
   // drain: send what is queued first (shutdown); otherwise drop it (a slow client).
   void close(boost::beast::websocket::close_code code, std::string reason, bool drain);
@@ -75,8 +77,12 @@ class WebSocketSession : public Connection, public std::enable_shared_from_this<
   boost::beast::flat_buffer buffer_;
   uint64_t registry_id_ = 0;
   int64_t seq_ = 0;
-  std::deque<std::string> outbound_;
-  size_t outbound_bytes_ = 0;
+  struct Outbound {
+    std::string text;
+    bool replay = false;
+  };
+  std::deque<Outbound> outbound_;
+  size_t live_bytes_ = 0;  // queued bytes of new (not replayed) events
   bool writing_ = false;
   bool closing_ = false;         // no more events are queued
   bool close_started_ = false;

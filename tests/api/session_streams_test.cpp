@@ -16,7 +16,7 @@ int64_t seq_of(const boost::json::object& event) { return event.at("session_seq"
 TEST_CASE("a reconnecting client gets exactly the events it missed, then the live ones", "[server]") {
   SessionStreams streams(1 << 20);
   std::vector<int64_t> first, second;
-  REQUIRE(streams.attach("s", 1, [&](boost::json::object e) { first.push_back(seq_of(e)); }, std::nullopt).value() == 0);
+  REQUIRE(streams.attach("s", 1, [&](boost::json::object e, bool) { first.push_back(seq_of(e)); }, std::nullopt).value() == 0);
   streams.publish("s", delta("a"));
   streams.publish("s", delta("b"));
   CHECK(first == std::vector<int64_t>{1, 2});
@@ -26,11 +26,16 @@ TEST_CASE("a reconnecting client gets exactly the events it missed, then the liv
   streams.publish("s", delta("d"));
   CHECK(first.size() == 2);
 
-  auto last = streams.attach("s", 2, [&](boost::json::object e) { second.push_back(seq_of(e)); }, 2);
+  std::vector<bool> replayed;
+  auto last = streams.attach("s", 2, [&](boost::json::object e, bool replay) {
+    second.push_back(seq_of(e));
+    replayed.push_back(replay);
+  }, 2);
   REQUIRE(last.ok());
   CHECK(*last == 4);
   streams.publish("s", delta("e"));
   CHECK(second == std::vector<int64_t>{3, 4, 5});
+  CHECK(replayed == std::vector<bool>{true, true, false});
   CHECK_FALSE(streams.detach("s", 1));  // the old connection no longer owns the stream
   CHECK(streams.attached("s"));
 }
@@ -38,14 +43,14 @@ TEST_CASE("a reconnecting client gets exactly the events it missed, then the liv
 TEST_CASE("a new attachment replaces the old one; after_seq must be a seq of the stream", "[server]") {
   SessionStreams streams(1 << 20);
   int old_calls = 0, new_calls = 0;
-  REQUIRE(streams.attach("s", 1, [&](boost::json::object) { ++old_calls; }, std::nullopt).ok());
+  REQUIRE(streams.attach("s", 1, [&](boost::json::object, bool) { ++old_calls; }, std::nullopt).ok());
   streams.publish("s", delta("a"));
-  REQUIRE(streams.attach("s", 2, [&](boost::json::object) { ++new_calls; }, std::nullopt).ok());
+  REQUIRE(streams.attach("s", 2, [&](boost::json::object, bool) { ++new_calls; }, std::nullopt).ok());
   streams.publish("s", delta("b"));
   CHECK(old_calls == 1);
   CHECK(new_calls == 1);
-  CHECK(streams.attach("s", 3, [](boost::json::object) {}, 3).status().code() == ErrorCode::kInvalidArgument);
-  CHECK(streams.attach("s", 3, [](boost::json::object) {}, -1).status().code() == ErrorCode::kInvalidArgument);
+  CHECK(streams.attach("s", 3, [](boost::json::object, bool) {}, 3).status().code() == ErrorCode::kInvalidArgument);
+  CHECK(streams.attach("s", 3, [](boost::json::object, bool) {}, -1).status().code() == ErrorCode::kInvalidArgument);
   CHECK(streams.detach("s", 2));  // the failed attaches changed nothing
 }
 
@@ -54,21 +59,21 @@ TEST_CASE("the replay buffer is bounded; asking for dropped events is an error, 
   for (int i = 0; i < 100; ++i) streams.publish("s", delta(std::string(50, 'x')));
   CHECK(streams.kept_bytes() <= 2000);
   CHECK(streams.kept_bytes() > 1000);
-  CHECK_FALSE(streams.attach("s", 1, [](boost::json::object) {}, 0).ok());
+  CHECK_FALSE(streams.attach("s", 1, [](boost::json::object, bool) {}, 0).ok());
   std::vector<int64_t> got;
-  REQUIRE(streams.attach("s", 1, [&](boost::json::object e) { got.push_back(seq_of(e)); }, 95).ok());
+  REQUIRE(streams.attach("s", 1, [&](boost::json::object e, bool) { got.push_back(seq_of(e)); }, 95).ok());
   CHECK(got == std::vector<int64_t>{96, 97, 98, 99, 100});
 
   streams.trim("s", 97);
-  CHECK_FALSE(streams.attach("s", 1, [](boost::json::object) {}, 96).ok());
-  CHECK(streams.attach("s", 1, [](boost::json::object) {}, 97).ok());
+  CHECK_FALSE(streams.attach("s", 1, [](boost::json::object, bool) {}, 96).ok());
+  CHECK(streams.attach("s", 1, [](boost::json::object, bool) {}, 97).ok());
   streams.trim("s", 100);
   CHECK(streams.kept_bytes() == 0);
-  CHECK_FALSE(streams.attach("s", 1, [](boost::json::object) {}, 99).ok());
-  CHECK(streams.attach("s", 1, [](boost::json::object) {}, 100).ok());  // nothing missed
+  CHECK_FALSE(streams.attach("s", 1, [](boost::json::object, bool) {}, 99).ok());
+  CHECK(streams.attach("s", 1, [](boost::json::object, bool) {}, 100).ok());  // nothing missed
   streams.publish("s", delta("y"));  // the numbering goes on
   std::vector<int64_t> after;
-  REQUIRE(streams.attach("s", 2, [&](boost::json::object e) { after.push_back(seq_of(e)); }, 100).ok());
+  REQUIRE(streams.attach("s", 2, [&](boost::json::object e, bool) { after.push_back(seq_of(e)); }, 100).ok());
   CHECK(after == std::vector<int64_t>{101});
   streams.forget("s");
   CHECK(streams.kept_bytes() == 0);
@@ -78,7 +83,7 @@ TEST_CASE("the answer to a resume precedes the replay; a running response knows 
   SessionStreams streams(1 << 20);
   CHECK_FALSE(streams.unattached_for("s"));
   std::vector<std::string> order;
-  auto deliver = [&](boost::json::object e) { order.emplace_back(e.at("type").as_string()); };
+  auto deliver = [&](boost::json::object e, bool) { order.emplace_back(e.at("type").as_string()); };
   REQUIRE(streams.attach("s", 1, deliver, std::nullopt).ok());
   streams.publish("s", {{"type", "response.created"}}, SessionStreams::Phase::kStart);
   streams.publish("s", delta("a"));
@@ -111,7 +116,7 @@ TEST_CASE("reconnecting while events are published loses and repeats nothing", "
   std::atomic<int64_t> last_seen{0};
   uint64_t connection = 1;
   while (!done.load() || last_seen.load() < kEvents) {
-    auto deliver = [&](boost::json::object e) {
+    auto deliver = [&](boost::json::object e, bool) {
       seen.push_back(seq_of(e));
       last_seen = seq_of(e);
     };
