@@ -35,6 +35,7 @@ using chat::Inbound;
 struct ChatCommand {
   std::string url = "ws://127.0.0.1:8080/v1/agents";
   std::string api_key;
+  std::string ca_file;
   std::string session;
   std::string instructions;
   std::string tools_file;
@@ -325,7 +326,7 @@ class Chat {
   }
 
   void list_sessions() {
-    auto reply = chat::http_get(url_, "/v1/sessions", cmd_.api_key);
+    auto reply = chat::http_get(url_, chat::TlsTrust{cmd_.ca_file}, "/v1/sessions", cmd_.api_key);
     if (!reply.ok()) {
       error(reply.status().message());
       return;
@@ -585,7 +586,7 @@ Status run_chat(const ChatCommand& cmd, std::ostream& out) {
     tools = std::move(t);
   }
   chat::Inbox inbox;
-  HIPPO_ASSIGN_OR_RETURN(std::unique_ptr<chat::Connection> connection, chat::Connection::open(url, cmd.api_key, inbox));
+  HIPPO_ASSIGN_OR_RETURN(std::unique_ptr<chat::Connection> connection, chat::Connection::open(url, chat::TlsTrust{cmd.ca_file}, cmd.api_key, inbox));
   Status result;
   {
     chat::InputReader input(inbox);
@@ -603,7 +604,9 @@ Status run_chat(const ChatCommand& cmd, std::ostream& out) {
 void add_chat_command(CLI::App& app, Invocation& inv) {
   auto cmd = std::make_shared<ChatCommand>();
   CLI::App* chat = app.add_subcommand("chat", "Interactive terminal client for a running server");
-  chat->add_option("--url", cmd->url, "The server's agents endpoint")->capture_default_str();
+  chat->add_option("--url", cmd->url, "The server's agents endpoint (wss:// for a server with --tls-cert)")
+      ->capture_default_str();
+  chat->add_option("--ca-file", cmd->ca_file, "PEM certificate(s) to trust for wss:// (default: the system's)");
   chat->add_option("--api-key", cmd->api_key, "API key, sent as `Authorization: Bearer KEY`");
   chat->add_option("--session", cmd->session, "Resume this session instead of creating one");
   chat->add_option("--instructions", cmd->instructions, "Instructions (system message) of a new session");

@@ -1,11 +1,14 @@
 #include "api/cli/chat_connection.h"
 
+#include "api/server/connection_stream.h"
+
 #include <boost/asio/connect.hpp>
 #include <boost/asio/executor_work_guard.hpp>
 #include <boost/asio/io_context.hpp>
 #include <boost/asio/ip/tcp.hpp>
 #include <boost/asio/post.hpp>
 #include <boost/asio/signal_set.hpp>
+#include <boost/asio/ssl.hpp>
 #include <boost/beast/core.hpp>
 #include <boost/beast/http.hpp>
 #include <boost/beast/websocket.hpp>
@@ -27,8 +30,10 @@ namespace beast = boost::beast;
 namespace http = beast::http;
 namespace websocket = beast::websocket;
 namespace net = boost::asio;
+namespace ssl = net::ssl;
 namespace json = boost::json;
 using tcp = net::ip::tcp;
+using Stream = server::ConnectionStream;  // plain TCP, or TLS for wss://
 
 constexpr auto kConnectTimeout = std::chrono::seconds(10);
 constexpr auto kCloseWait = std::chrono::seconds(5);
@@ -45,16 +50,15 @@ Result<Url> parse_ws_url(std::string_view text) {
   Url url;
   url.text = std::string(text);
   std::string_view rest = text;
-  if (rest.starts_with("wss://"))
-    return make_error(ErrorCode::kInvalidArgument, "--url {}: wss:// (TLS) is not supported; use ws://", text);
-  if (!rest.starts_with("ws://"))
-    return make_error(ErrorCode::kInvalidArgument, "--url {}: must start with ws://, e.g. ws://127.0.0.1:8080/v1/agents",
-                      text);
-  rest.remove_prefix(5);
+  url.tls = rest.starts_with("wss://");
+  if (!url.tls && !rest.starts_with("ws://"))
+    return make_error(ErrorCode::kInvalidArgument,
+                      "--url {}: must start with ws:// or wss://, e.g. ws://127.0.0.1:8080/v1/agents", text);
+  rest.remove_prefix(url.tls ? 6 : 5);
   const size_t slash = rest.find('/');
   std::string_view authority = rest.substr(0, slash);
   url.target = slash == std::string_view::npos ? "/v1/agents" : std::string(rest.substr(slash));
-  url.port = "80";
+  url.port = url.tls ? "443" : "80";
   if (authority.starts_with('[')) {
     const size_t close = authority.find(']');
     if (close == std::string_view::npos)
@@ -129,6 +133,61 @@ void run_until_idle(net::io_context& ioc) {
   ioc.restart();
 }
 
+// TLS 1.2 or later, with the server's certificate verified against `trust`.
+Result<std::unique_ptr<ssl::context>> client_tls(const TlsTrust& trust) {
+  auto context = std::make_unique<ssl::context>(ssl::context::tls_client);
+  context->set_options(ssl::context::default_workarounds | ssl::context::no_sslv2 | ssl::context::no_sslv3 |
+                       ssl::context::no_tlsv1 | ssl::context::no_tlsv1_1);
+  boost::system::error_code ec;
+  if (!trust.ca_file.empty()) {
+    context->load_verify_file(trust.ca_file, ec);
+    if (ec) return make_error(ErrorCode::kInvalidArgument, "--ca-file {}: cannot load it: {}", trust.ca_file, ec.message());
+  } else {
+    context->set_default_verify_paths(ec);
+    if (ec) return make_error(ErrorCode::kIoError, "cannot load the system's certificate authorities: {}", ec.message());
+  }
+  context->set_verify_mode(ssl::verify_peer);
+  return context;
+}
+
+// Connects `stream` to the URL's host and port and, for wss://, shakes hands with TLS; the
+// timeout covers both. The certificate must name the URL's host (or address).
+Status connect_stream(net::io_context& ioc, const Url& url, Stream& stream, std::chrono::seconds timeout) {
+  tcp::resolver resolver(ioc);
+  beast::error_code ec;
+  auto endpoints = resolver.resolve(url.host, url.port, ec);
+  if (ec) return make_error(ErrorCode::kIoError, "cannot connect to {}: cannot resolve {}: {}", url.text, url.host, ec.message());
+  beast::tcp_stream& tcp_stream = stream.next_layer();
+  tcp_stream.expires_after(timeout);
+  beast::error_code connect_ec = net::error::would_block;
+  tcp_stream.async_connect(endpoints, [&](beast::error_code e, const tcp::endpoint&) { connect_ec = e; });
+  run_until_idle(ioc);
+  if (connect_ec) {
+    return make_error(ErrorCode::kIoError, "cannot connect to {}: {} (is `hippo serve` running there?)", url.text,
+                      connect_ec == beast::error::timeout ? "timed out" : connect_ec.message());
+  }
+  if (stream.is_tls()) {
+    Stream::Tls& tls = stream.tls();
+    net::ip::make_address(url.host, ec);
+    if (ec) {  // SNI names hosts, not addresses; SSL_set_tlsext_host_name spelled out (its macro casts C-style)
+      SSL_ctrl(tls.native_handle(), SSL_CTRL_SET_TLSEXT_HOSTNAME, TLSEXT_NAMETYPE_host_name, const_cast<char*>(url.host.c_str()));
+    }
+    tls.set_verify_callback(ssl::host_name_verification(url.host));
+    beast::error_code handshake_ec = net::error::would_block;
+    tls.async_handshake(ssl::stream_base::client, [&](beast::error_code e) { handshake_ec = e; });
+    run_until_idle(ioc);
+    if (handshake_ec) {
+      const std::string why = handshake_ec == beast::error::timeout ? "timed out" : handshake_ec.message();
+      const bool untrusted = why.find("certificate verify failed") != std::string::npos;
+      return make_error(ErrorCode::kIoError, "{}: the TLS handshake failed: {}{}", url.text, why,
+                        untrusted ? " (the server's certificate is not trusted for this host: give its CA with --ca-file)"
+                                  : "");
+    }
+  }
+  tcp_stream.expires_never();
+  return Status::ok_status();
+}
+
 std::string refused_upgrade_message(const Url& url, const websocket::response_type& res, bool has_key) {
   std::string body(res.body());
   // hippo's HTTP errors are OpenAI-shaped: {"error": {"message": ...}}; show the message.
@@ -154,11 +213,12 @@ std::string refused_upgrade_message(const Url& url, const websocket::response_ty
 }  // namespace
 
 struct Connection::Impl {
-  explicit Impl(Inbox& box) : inbox(box), ws(ioc) {}
+  explicit Impl(Inbox& box) : inbox(box) {}
 
   Inbox& inbox;
   net::io_context ioc;
-  websocket::stream<beast::tcp_stream> ws;
+  std::unique_ptr<ssl::context> tls;  // wss:// only
+  std::optional<websocket::stream<Stream>> ws;
   std::optional<net::signal_set> signals;
   std::optional<net::executor_work_guard<net::io_context::executor_type>> work;
   beast::flat_buffer buffer;
@@ -170,36 +230,27 @@ struct Connection::Impl {
   bool close_done_set = false;     // io thread only
   std::thread thread;
 
-  Status connect(const Url& url, const std::string& api_key) {
-    tcp::resolver resolver(ioc);
-    beast::error_code ec;
-    auto endpoints = resolver.resolve(url.host, url.port, ec);
-    if (ec) return make_error(ErrorCode::kIoError, "cannot connect to {}: cannot resolve {}: {}", url.text, url.host, ec.message());
-    auto& stream = beast::get_lowest_layer(ws);
-    stream.expires_after(kConnectTimeout);
-    beast::error_code connect_ec = net::error::would_block;
-    stream.async_connect(endpoints, [&](beast::error_code e, const tcp::endpoint&) { connect_ec = e; });
-    run_until_idle(ioc);
-    if (connect_ec) {
-      return make_error(ErrorCode::kIoError, "cannot connect to {}: {} (is `hippo serve` running there?)", url.text,
-                        connect_ec == beast::error::timeout ? "timed out" : connect_ec.message());
+  Status connect(const Url& url, const TlsTrust& trust, const std::string& api_key) {
+    if (url.tls) {
+      HIPPO_ASSIGN_OR_RETURN(tls, client_tls(trust));
     }
-    stream.expires_never();
-    ws.set_option(websocket::stream_base::timeout::suggested(beast::role_type::client));
-    ws.set_option(websocket::stream_base::decorator([api_key](websocket::request_type& req) {
+    ws.emplace(tcp::socket(ioc), tls.get());
+    HIPPO_RETURN_IF_ERROR(connect_stream(ioc, url, ws->next_layer(), kConnectTimeout));
+    ws->set_option(websocket::stream_base::timeout::suggested(beast::role_type::client));
+    ws->set_option(websocket::stream_base::decorator([api_key](websocket::request_type& req) {
       req.set(http::field::user_agent, "hippo-chat");
       if (!api_key.empty()) req.set(http::field::authorization, "Bearer " + api_key);
     }));
-    ws.read_message_max(64 << 20);
+    ws->read_message_max(64 << 20);
     websocket::response_type res;
     beast::error_code handshake_ec = net::error::would_block;
-    ws.async_handshake(res, url.host_header(), url.target, [&](beast::error_code e) { handshake_ec = e; });
+    ws->async_handshake(res, url.host_header(), url.target, [&](beast::error_code e) { handshake_ec = e; });
     run_until_idle(ioc);
     if (handshake_ec == websocket::error::upgrade_declined || (handshake_ec && res.result_int() >= 300))
       return Status(ErrorCode::kIoError, refused_upgrade_message(url, res, !api_key.empty()));
     if (handshake_ec)
       return make_error(ErrorCode::kIoError, "{}: the WebSocket handshake failed: {}", url.text, handshake_ec.message());
-    ws.text(true);
+    ws->text(true);
     return Status::ok_status();
   }
 
@@ -220,7 +271,7 @@ struct Connection::Impl {
   }
 
   void read() {
-    ws.async_read(buffer, [this](beast::error_code ec, size_t) {
+    ws->async_read(buffer, [this](beast::error_code ec, size_t) {
       if (ec) {
         ended = true;
         on_read_end(ec);
@@ -248,7 +299,7 @@ struct Connection::Impl {
     }
     std::string why;
     if (ec == websocket::error::closed) {
-      const websocket::close_reason& r = ws.reason();
+      const websocket::close_reason& r = ws->reason();
       why = fmt::format("the server closed the connection (code {}{}{})", static_cast<unsigned>(r.code),
                         r.reason.empty() ? "" : ": ", std::string(r.reason.data(), r.reason.size()));
     } else {
@@ -259,7 +310,7 @@ struct Connection::Impl {
 
   void write() {
     writing = true;
-    ws.async_write(net::buffer(outbox.front()), [this](beast::error_code ec, size_t) {
+    ws->async_write(net::buffer(outbox.front()), [this](beast::error_code ec, size_t) {
       writing = false;
       if (ec) {
         outbox.clear();  // the read loop reports the end of the connection
@@ -277,7 +328,7 @@ struct Connection::Impl {
       finish_close();
       return;
     }
-    ws.async_close(websocket::close_code::normal, [this](beast::error_code) {
+    ws->async_close(websocket::close_code::normal, [this](beast::error_code) {
       // The read loop sees the close completing (or already has); the answer is in.
       finish_close();
     });
@@ -311,9 +362,10 @@ Connection::~Connection() {
   if (impl_) impl_->shutdown();
 }
 
-Result<std::unique_ptr<Connection>> Connection::open(const Url& url, const std::string& api_key, Inbox& inbox) {
+Result<std::unique_ptr<Connection>> Connection::open(const Url& url, const TlsTrust& trust, const std::string& api_key,
+                                                     Inbox& inbox) {
   auto impl = std::make_unique<Impl>(inbox);
-  HIPPO_RETURN_IF_ERROR(impl->connect(url, api_key));
+  HIPPO_RETURN_IF_ERROR(impl->connect(url, trust, api_key));
   impl->start();
   return std::unique_ptr<Connection>(new Connection(std::move(impl)));
 }
@@ -375,13 +427,14 @@ void InputReader::run() {
 
 // ---- HTTP ----
 
-Result<HttpReply> http_get(const Url& url, std::string_view path, const std::string& api_key) {
+Result<HttpReply> http_get(const Url& url, const TlsTrust& trust, std::string_view path, const std::string& api_key) {
   net::io_context ioc;
-  tcp::resolver resolver(ioc);
-  beast::error_code ec;
-  auto endpoints = resolver.resolve(url.host, url.port, ec);
-  if (ec) return make_error(ErrorCode::kIoError, "cannot resolve {}: {}", url.host, ec.message());
-  beast::tcp_stream stream(ioc);
+  std::unique_ptr<ssl::context> tls;
+  if (url.tls) {
+    HIPPO_ASSIGN_OR_RETURN(tls, client_tls(trust));
+  }
+  Stream stream(tcp::socket(ioc), tls.get());
+  HIPPO_RETURN_IF_ERROR(connect_stream(ioc, url, stream, kConnectTimeout));
   http::request<http::empty_body> req{http::verb::get, std::string(path), 11};
   req.set(http::field::host, url.host_header());
   req.set(http::field::user_agent, "hippo-chat");
@@ -389,19 +442,13 @@ Result<HttpReply> http_get(const Url& url, std::string_view path, const std::str
   beast::flat_buffer buffer;
   http::response<http::string_body> res;
   beast::error_code result = net::error::would_block;
-  stream.expires_after(kHttpTimeout);
-  stream.async_connect(endpoints, [&](beast::error_code e, const tcp::endpoint&) {
-    if (e) {
-      result = e;
+  stream.next_layer().expires_after(kHttpTimeout);
+  http::async_write(stream, req, [&](beast::error_code we, size_t) {
+    if (we) {
+      result = we;
       return;
     }
-    http::async_write(stream, req, [&](beast::error_code we, size_t) {
-      if (we) {
-        result = we;
-        return;
-      }
-      http::async_read(stream, buffer, res, [&](beast::error_code re, size_t) { result = re; });
-    });
+    http::async_read(stream, buffer, res, [&](beast::error_code re, size_t) { result = re; });
   });
   ioc.run();
   if (result) {

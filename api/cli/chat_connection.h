@@ -18,9 +18,10 @@
 
 namespace hippo::cli::chat {
 
-// ws://host[:port][/path]; wss is refused (no TLS in the client).
+// ws://host[:port][/path] or wss://… (TLS; port 443 by default).
 struct Url {
   std::string text;  // as given
+  bool tls = false;  // wss://
   std::string host;  // without brackets for IPv6
   std::string port;
   std::string target;  // "/v1/agents"
@@ -29,6 +30,12 @@ struct Url {
 };
 
 Result<Url> parse_ws_url(std::string_view text);
+
+// How a wss:// connection checks the server's certificate: against ca_file (PEM), or the system's
+// certificate authorities when it is empty; and always against the URL's host name or address.
+struct TlsTrust {
+  std::string ca_file;
+};
 
 // One thing for the chat loop to act on.
 struct Inbound {
@@ -66,10 +73,12 @@ class Inbox {
 // kInterrupt.
 class Connection {
  public:
-  // Connects and performs the upgrade with `Authorization: Bearer api_key` when a key is given.
-  // Errors name the URL and say what to do: a refused connection, a refused upgrade (HTTP status
-  // and the server's message), a timeout.
-  static Result<std::unique_ptr<Connection>> open(const Url& url, const std::string& api_key, Inbox& inbox);
+  // Connects (with TLS for wss://) and performs the upgrade with `Authorization: Bearer api_key`
+  // when a key is given. Errors name the URL and say what to do: a refused connection, a
+  // certificate that is not trusted, a refused upgrade (HTTP status and the server's message), a
+  // timeout.
+  static Result<std::unique_ptr<Connection>> open(const Url& url, const TlsTrust& trust, const std::string& api_key,
+                                                  Inbox& inbox);
   ~Connection();
   Connection(const Connection&) = delete;
   Connection& operator=(const Connection&) = delete;
@@ -104,8 +113,8 @@ struct HttpReply {
   std::string body;
 };
 
-// GET http://host:port{path} on the server that `url` names, with the API key when given; errors
-// are connection failures only (any HTTP status is a reply).
-Result<HttpReply> http_get(const Url& url, std::string_view path, const std::string& api_key);
+// GET http(s)://host:port{path} on the server that `url` names, with the API key when given;
+// errors are connection failures only (any HTTP status is a reply).
+Result<HttpReply> http_get(const Url& url, const TlsTrust& trust, std::string_view path, const std::string& api_key);
 
 }  // namespace hippo::cli::chat

@@ -61,7 +61,7 @@ TEST_CASE("subcommands that are not built yet say so and exit 69", "[cli]") {
 }
 
 TEST_CASE("chat checks its URL and settings before it connects", "[cli]") {
-  for (const char* url : {"http://127.0.0.1:8080/v1/agents", "wss://example.com/v1/agents", "ws://:80/v1/agents",
+  for (const char* url : {"http://127.0.0.1:8080/v1/agents", "wss://:443/v1/agents", "ws://:80/v1/agents",
                           "ws://127.0.0.1:port/v1/agents", "ws://[::1/v1/agents"}) {
     auto r = run_cli({"chat", "--url", url});
     INFO(url);

@@ -103,6 +103,24 @@ def test_plain_http_and_untrusting_clients_are_refused_and_the_server_keeps_serv
     assert ok.returncode == 0 and json.loads(ok.stdout) == {"status": "ok"}
 
 
+def test_hippo_chat_over_wss(tls_server):
+    s = tls_server
+    url = f"wss://127.0.0.1:{s.port}/v1/agents"
+    r = subprocess.run([HIPPO, "chat", "--url", url, "--ca-file", str(s.cert), "--api-key", s.api_key,
+                        "--max-output-tokens", "4"], input="Hello over TLS\n/sessions\n", capture_output=True,
+                       encoding="utf-8", errors="replace", env=clean_env(), timeout=TIMEOUT)
+    assert r.returncode == 0, r.stderr
+    assert "[usage]" in r.stdout and "[session]" in r.stdout, r.stdout
+    # The certificate is checked: without its CA the chat refuses to talk.
+    r = subprocess.run([HIPPO, "chat", "--url", url, "--api-key", s.api_key], input="Hi\n",
+                       capture_output=True, text=True, env=clean_env(), timeout=TIMEOUT)
+    assert r.returncode != 0, r.stdout
+    assert "certificate verify failed" in r.stderr and "--ca-file" in r.stderr, r.stderr
+    r = subprocess.run([HIPPO, "chat", "--url", url, "--ca-file", str(s.workdir / "missing.pem")], input="Hi\n",
+                       capture_output=True, text=True, env=clean_env(), timeout=TIMEOUT)
+    assert r.returncode != 0 and "--ca-file" in r.stderr and "missing.pem" in r.stderr, r.stderr
+
+
 def test_bad_tls_settings_are_clear_errors(tmp_path):
     checkpoint = make_checkpoint(tmp_path)
     cert, key = make_certificate(tmp_path)
