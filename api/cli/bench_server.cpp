@@ -3,7 +3,8 @@
 // 127.0.0.1 port 0, against a temporary SQLite database with auth on and a key of its own:
 //   overhead  server overhead per streamed token: the time from the runtime handing a delta to the
 //             server's sink (`t_emit_ns`, which ServerOptions::emit_timestamps adds) to a client
-//             thread having read its frame, for N sessions streaming M tokens at once (p50/p99/max)
+//             thread having read its frame, for N sessions streaming M tokens at once (p50/p99/max);
+//             and the server's part alone, sink to frame written, from its /metrics histogram
 //   idle      the server's resident memory per idle, authenticated WebSocket connection; the
 //             clients live in a child process forked before any thread starts, so that the
 //             server process's RSS growth is the server's alone
@@ -19,9 +20,12 @@
 #include "engine/tokenizer/tokenizer.h"
 
 #include <boost/asio/connect.hpp>
+#include <boost/asio/executor_work_guard.hpp>
 #include <boost/asio/io_context.hpp>
+#include <boost/asio/post.hpp>
 #include <boost/asio/ip/tcp.hpp>
 #include <boost/beast/core.hpp>
+#include <boost/beast/http.hpp>
 #include <boost/beast/websocket.hpp>
 #include <boost/json/object.hpp>
 #include <boost/json/parse.hpp>
@@ -35,16 +39,19 @@
 #include <unistd.h>
 
 #include <algorithm>
+#include <atomic>
 #include <cerrno>
 #include <cstring>
 #include <chrono>
 #include <cstdio>
 #include <filesystem>
+#include <limits>
 #include <memory>
 #include <mutex>
 #include <optional>
 #include <random>
 #include <set>
+#include <sstream>
 #include <thread>
 
 namespace hippo::cli {
@@ -241,15 +248,94 @@ void stream_one(uint16_t port, const std::string& key, int64_t tokens, uint64_t 
   }();
 }
 
+// GET /metrics from the running server, as a scraper would.
+Result<std::string> scrape_metrics(const RunningServer& s) {
+  net::io_context ioc;
+  beast::tcp_stream stream(ioc);
+  beast::error_code ec;
+  stream.connect(tcp::endpoint(net::ip::make_address("127.0.0.1"), s.port), ec);
+  if (ec) return make_error(ErrorCode::kUnavailable, "connect to 127.0.0.1:{}: {}", s.port, ec.message());
+  beast::http::request<beast::http::empty_body> req{beast::http::verb::get, "/metrics", 11};
+  req.set(beast::http::field::host, "127.0.0.1");
+  req.set(beast::http::field::authorization, "Bearer " + s.key);
+  beast::http::write(stream, req, ec);
+  beast::flat_buffer buffer;
+  beast::http::response<beast::http::string_body> res;
+  if (!ec) beast::http::read(stream, buffer, res, ec);
+  if (ec || res.result() != beast::http::status::ok)
+    return make_error(ErrorCode::kIoError, "GET /metrics: {}", ec ? ec.message() : std::to_string(res.result_int()));
+  return std::move(res.body());
+}
+
+// The server's own share of the overhead: hippo_stream_event_delay_seconds, the time from the
+// runtime's sink to the frame written to the socket. From its cumulative buckets: the share of
+// frames within 100 µs, and the bucket bound under which half and 99% of them fall.
+Result<json::object> server_side_delay(const std::string& metrics) {
+  std::vector<std::pair<double, double>> buckets;  // (upper bound s, cumulative count)
+  std::istringstream lines(metrics);
+  std::string line;
+  constexpr std::string_view kPrefix = "hippo_stream_event_delay_seconds_bucket{le=\"";
+  while (std::getline(lines, line)) {
+    if (!line.starts_with(kPrefix)) continue;
+    const size_t quote = line.find('"', kPrefix.size());
+    const std::string le = line.substr(kPrefix.size(), quote - kPrefix.size());
+    buckets.emplace_back(le == "+Inf" ? std::numeric_limits<double>::infinity() : std::stod(le),
+                         std::stod(line.substr(line.rfind(' ') + 1)));
+  }
+  if (buckets.empty() || buckets.back().second <= 0)
+    return make_error(ErrorCode::kInternal, "/metrics has no hippo_stream_event_delay_seconds samples");
+  const double total = buckets.back().second;
+  auto bound_us = [&](double q) {
+    for (const auto& [le, count] : buckets)
+      if (count >= q * total) return le * 1e6;
+    return std::numeric_limits<double>::infinity();
+  };
+  double within_100us = 0;
+  for (const auto& [le, count] : buckets)
+    if (le <= 100e-6) within_100us = count / total;
+  return json::object{{"frames", total}, {"p50_at_most_us", bound_us(0.5)}, {"p99_at_most_us", bound_us(0.99)},
+                      {"share_within_100us", within_100us}};
+}
+
+// The floor under the server's share on this machine, taken while the sessions stream: one
+// handoff from a thread to an io_context run by another thread (what the sink does before any server
+// code runs), every `interval` until `done`, timed from the post to the handler running.
+json::object handoff_floor(const std::atomic<bool>& done, std::chrono::microseconds interval) {
+  net::io_context ioc;
+  auto work = net::make_work_guard(ioc);
+  std::thread io([&] { ioc.run(); });
+  std::vector<double> delay_us;
+  std::mutex mutex;
+  while (!done.load()) {
+    const Clock::time_point posted = Clock::now();
+    net::post(ioc, [&, posted] {
+      const double us = std::chrono::duration<double, std::micro>(Clock::now() - posted).count();
+      std::lock_guard lock(mutex);
+      delay_us.push_back(us);
+    });
+    std::this_thread::sleep_for(interval);
+  }
+  work.reset();
+  io.join();
+  return json::object{{"frames", delay_us.size()}, {"p50_us", percentile(delay_us, 0.5)}, {"p99_us", percentile(delay_us, 0.99)}};
+}
+
 Result<json::object> bench_overhead(Bench& b, const ServerBenchOptions& o) {
   HIPPO_ASSIGN_OR_RETURN(auto s, b.start(o.tokens));
   std::vector<StreamResult> results(static_cast<size_t>(o.sessions));
   std::vector<std::thread> clients;
+  std::atomic<bool> streamed{false};
+  json::object floor;
+  std::thread floor_thread([&] { floor = handoff_floor(streamed, std::chrono::microseconds(2000)); });
   const Clock::time_point start = Clock::now();
   for (int64_t i = 0; i < o.sessions; ++i)
     clients.emplace_back(stream_one, s->port, s->key, o.tokens, static_cast<uint64_t>(i), std::ref(results[static_cast<size_t>(i)]));
   for (std::thread& t : clients) t.join();
   const double wall = seconds(Clock::now() - start);
+  streamed = true;
+  floor_thread.join();
+  HIPPO_ASSIGN_OR_RETURN(std::string metrics, scrape_metrics(*s));
+  HIPPO_ASSIGN_OR_RETURN(json::object server_side, server_side_delay(metrics));
   HIPPO_RETURN_IF_ERROR(s->stop());
   std::vector<double> all;
   int64_t output_tokens = 0;
@@ -272,6 +358,8 @@ Result<json::object> bench_overhead(Bench& b, const ServerBenchOptions& o) {
       {"mean_us", mean},
       {"threshold_p99_us", 100},
       {"seconds", wall},
+      {"server_side", server_side},
+      {"handoff_floor", floor},
   };
 }
 
@@ -520,6 +608,16 @@ Status run_server_bench(const ServerBenchOptions& o, std::ostream& out) {
         "{} frames:\n  p50 {:.1f} µs   p99 {:.1f} µs   max {:.1f} µs   (issue #7: p99 < 100 µs)\n",
         s->at("sessions").as_int64(), s->at("tokens_per_session").as_int64(), s->at("frames_measured").as_uint64(),
         s->at("p50_us").as_double(), s->at("p99_us").as_double(), s->at("max_us").as_double());
+    const json::object& side = s->at("server_side").as_object();
+    out << fmt::format(
+        "  in the server alone (sink → frame written to the socket; hippo_stream_event_delay_seconds, {} frames):\n"
+        "  p50 ≤ {:g} µs   p99 ≤ {:g} µs   {:.1f}% within 100 µs\n",
+        side.at("frames").to_number<double>(), side.at("p50_at_most_us").as_double(), side.at("p99_at_most_us").as_double(),
+        100 * side.at("share_within_100us").as_double());
+    const json::object& floor = s->at("handoff_floor").as_object();
+    out << fmt::format("  floor on this machine meanwhile (a post from one thread to an io_context on another, every 2 ms, "
+                       "{} times):\n  p50 {:.1f} µs   p99 {:.1f} µs\n",
+                       floor.at("frames").as_uint64(), floor.at("p50_us").as_double(), floor.at("p99_us").as_double());
   }
   if (auto* s = doc.if_contains("idle")) {
     out << fmt::format(

@@ -2,6 +2,8 @@
 
 #include <fmt/format.h>
 
+#include <algorithm>
+
 namespace hippo::server {
 
 namespace {
@@ -12,6 +14,24 @@ void metric(std::string& out, std::string_view name, std::string_view type, std:
 }
 
 }  // namespace
+
+void LatencyHistogram::observe(double seconds) {
+  const auto bucket = static_cast<size_t>(std::lower_bound(kBounds.begin(), kBounds.end(), seconds) - kBounds.begin());
+  counts_[bucket].fetch_add(1, std::memory_order_relaxed);
+  sum_ns_.fetch_add(static_cast<int64_t>(seconds * 1e9), std::memory_order_relaxed);
+}
+
+void LatencyHistogram::render(std::string& out, std::string_view name, std::string_view help) const {
+  out += fmt::format("# HELP {} {}\n# TYPE {} histogram\n", name, help, name);
+  int64_t cumulative = 0;
+  for (size_t i = 0; i < counts_.size(); ++i) {
+    cumulative += counts_[i].load(std::memory_order_relaxed);
+    const std::string le = i < kBounds.size() ? fmt::format("{}", kBounds[i]) : "+Inf";
+    out += fmt::format("{}_bucket{{le=\"{}\"}} {}\n", name, le, cumulative);
+  }
+  out += fmt::format("{}_sum {}\n{}_count {}\n", name, static_cast<double>(sum_ns_.load(std::memory_order_relaxed)) / 1e9,
+                     name, cumulative);
+}
 
 std::string prometheus_text(const agents::RuntimeStats& s, const ServerCounters& c) {
   std::string out;
@@ -74,6 +94,8 @@ std::string prometheus_text(const agents::RuntimeStats& s, const ServerCounters&
   metric(out, "hippo_quota_exceeded_total", "counter",
          "Sessions refused because their tenant had its most open sessions (quota_exceeded).",
          c.quota_exceeded_total.load());
+  c.stream_event_delay.render(out, "hippo_stream_event_delay_seconds",
+                              "Time from a response event leaving the runtime to its WebSocket frame written to the socket.");
   return out;
 }
 

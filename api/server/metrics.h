@@ -4,11 +4,26 @@
 
 #include "agents/agent_types.h"
 
+#include <array>
 #include <atomic>
 #include <cstdint>
 #include <string>
 
 namespace hippo::server {
+
+// A Prometheus histogram of durations with fixed bucket bounds, updated without locks.
+class LatencyHistogram {
+ public:
+  static constexpr std::array<double, 12> kBounds = {10e-6, 25e-6,  50e-6,  100e-6, 250e-6, 500e-6,
+                                                     1e-3,  2.5e-3, 5e-3,   10e-3,  25e-3,  100e-3};  // seconds
+  void observe(double seconds);
+  // The exposition lines of the histogram `name` (HELP, TYPE, cumulative buckets, sum, count).
+  void render(std::string& out, std::string_view name, std::string_view help) const;
+
+ private:
+  std::array<std::atomic<int64_t>, kBounds.size() + 1> counts_{};  // per bucket; the last is +Inf
+  std::atomic<int64_t> sum_ns_{0};
+};
 
 struct ServerCounters {
   std::atomic<int64_t> connections_total{0};        // TCP connections accepted
@@ -25,6 +40,9 @@ struct ServerCounters {
   std::atomic<int64_t> auth_failures_total{0};       // requests and upgrades refused with 401
   std::atomic<int64_t> rate_limited_total{0};        // responses refused: tenant over its tokens per minute
   std::atomic<int64_t> quota_exceeded_total{0};      // sessions refused: tenant at its max open sessions
+  // From the runtime handing a response event to the server until its WebSocket frame was written
+  // to the socket: the time a streamed token spends in the server (replays not included).
+  LatencyHistogram stream_event_delay;
 };
 
 std::string prometheus_text(const agents::RuntimeStats& stats, const ServerCounters& counters);

@@ -21,6 +21,11 @@ namespace json = boost::json;
 
 namespace {
 
+// When the runtime handed a response event to the server (steady clock, ns). It travels with the
+// event to the write of its frame, where it feeds hippo_stream_event_delay_seconds; clients see it
+// only with ServerOptions::emit_timestamps (`hippo bench server`).
+constexpr std::string_view kEmitField = "t_emit_ns";
+
 // Cancels the session's response once it has had no reader for the grace period (a reattached
 // reader that left again restarts the count).
 void cancel_when_abandoned(ServerContext& ctx, const std::string& session_id) {
@@ -219,8 +224,7 @@ void WebSocketSession::execute(const protocol::ClientEvent& e) {
         if (last) ctx.limits.charge(tenant, event.usage.input_tokens + event.usage.output_tokens);
         json::object out = protocol::response_event(event, sid, rid);
         if (!eid.empty()) out["event_id"] = eid;
-        if (ctx.options.emit_timestamps)
-          out["t_emit_ns"] = std::chrono::duration_cast<std::chrono::nanoseconds>(emitted.time_since_epoch()).count();
+        out[kEmitField] = std::chrono::duration_cast<std::chrono::nanoseconds>(emitted.time_since_epoch()).count();
         const int64_t seq = ctx.streams.publish(sid, std::move(out), last ? SessionStreams::Phase::kEnd : SessionStreams::Phase::kDuring);
         if (last) forget_stream_after_grace(ctx, sid, seq);
       });
@@ -265,9 +269,14 @@ SessionStreams::Deliver WebSocketSession::stream_deliver() {
 
 void WebSocketSession::send(json::object event, const std::string& event_id, bool replay) {
   if (closing_) return;
+  int64_t emitted_ns = 0;
+  if (const json::value* t = event.if_contains(kEmitField)) {
+    emitted_ns = t->to_number<int64_t>();
+    if (!ctx_.options.emit_timestamps) event.erase(kEmitField);
+  }
   event["seq"] = ++seq_;
   if (!event_id.empty()) event["event_id"] = event_id;
-  enqueue(json::serialize(event), replay);
+  enqueue(json::serialize(event), replay, replay ? 0 : emitted_ns);
 }
 
 void WebSocketSession::send_error(std::string_view code, std::string_view message, const std::string& event_id) {
@@ -284,7 +293,7 @@ void WebSocketSession::send_refusal(const Refusal& refusal, const std::string& e
   send(protocol::error_event(refusal.code, refusal.message, refusal.retry_after_seconds), event_id);
 }
 
-void WebSocketSession::enqueue(std::string frame, bool replay) {
+void WebSocketSession::enqueue(std::string frame, bool replay, int64_t emitted_ns) {
   // A replay (session.resume) comes all at once but is bounded by the replay buffer: only new
   // events count against the limit, so that a client catching up is not taken for a slow one.
   if (!replay && live_bytes_ + frame.size() > ctx_.options.max_outbound_bytes) {
@@ -296,7 +305,7 @@ void WebSocketSession::enqueue(std::string frame, bool replay) {
     return;
   }
   if (!replay) live_bytes_ += frame.size();
-  outbound_.push_back({std::move(frame), replay});
+  outbound_.push_back({std::move(frame), replay, emitted_ns});
   if (!writing_) do_write();
 }
 
@@ -314,6 +323,10 @@ void WebSocketSession::pop_outbound() {
 
 void WebSocketSession::on_write(beast::error_code ec, size_t) {
   writing_ = false;
+  if (!ec && outbound_.front().emitted_ns != 0) {
+    const int64_t now = std::chrono::duration_cast<std::chrono::nanoseconds>(std::chrono::steady_clock::now().time_since_epoch()).count();
+    ctx_.counters.stream_event_delay.observe(static_cast<double>(now - outbound_.front().emitted_ns) / 1e9);
+  }
   pop_outbound();
   if (ec) {
     log::debug("websocket write failed", {{"connection", registry_id_}, {"error", ec.message()}});

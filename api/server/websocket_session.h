@@ -60,7 +60,7 @@ class WebSocketSession : public Connection, public std::enable_shared_from_this<
   void send_error(std::string_view code, std::string_view message, const std::string& event_id);
   void send_status_error(const Status& status, const std::string& event_id);
   void send_refusal(const Refusal& refusal, const std::string& event_id);
-  void enqueue(std::string frame, bool replay);
+  void enqueue(std::string frame, bool replay, int64_t emitted_ns = 0);
   void do_write();
   void pop_outbound();
   void on_write(boost::beast::error_code ec, size_t bytes);
@@ -80,6 +80,7 @@ class WebSocketSession : public Connection, public std::enable_shared_from_this<
   struct Outbound {
     std::string text;
     bool replay = false;
+    int64_t emitted_ns = 0;  // a new response event: when the runtime handed it over (steady clock)
   };
   std::deque<Outbound> outbound_;
   size_t live_bytes_ = 0;  // queued bytes of new (not replayed) events

@@ -58,6 +58,7 @@ def test_health_models_and_metrics(server):
 
 def test_websocket_session_streams_a_response(server):
     tokens_before = metric(server, "hippo_output_tokens_total")
+    frames_before = metric(server, "hippo_stream_event_delay_seconds_count")
 
     async def main():
         async with server.connect() as ws:
@@ -83,6 +84,7 @@ def test_websocket_session_streams_a_response(server):
                 assert u[key] >= 0
             assert deltas and "".join(d["delta"] for d in deltas)
             assert all(e["response_id"] == created["response_id"] and e["event_id"] == "r1" for e in events)
+            assert not any("t_emit_ns" in e for e in events)  # the server's timing field stays inside
             # A second turn builds on the first: its whole context so far is cached.
             await c.append(sid, "And lakes?")
             await c.expect("response.created", type="response.create", session_id=sid, max_output_tokens=4)
@@ -97,6 +99,7 @@ def test_websocket_session_streams_a_response(server):
 
     run(main())
     assert metric(server, "hippo_output_tokens_total") >= tokens_before + 16
+    assert metric(server, "hippo_stream_event_delay_seconds_count") >= frames_before + 16  # every streamed frame
 
 
 def test_two_sessions_on_one_connection(server):
