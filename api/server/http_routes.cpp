@@ -1,5 +1,6 @@
 #include "api/server/http_routes.h"
 
+#include <boost/beast/http/error.hpp>
 #include <boost/beast/http/verb.hpp>
 #include <boost/beast/websocket/rfc6455.hpp>
 #include <fmt/format.h>
@@ -60,6 +61,16 @@ Route route_request(const http::request<http::string_body>& request) {
   if (path == "/v1/chat/completions") return only(http::verb::post, method, Route::Endpoint::kChatCompletions, path);
   if (is_session_admin_path(path)) return to(Route::Endpoint::kSessionAdmin, path);
   return refuse(Route::Endpoint::kNotFound, path, 404, fmt::format("no endpoint at {}", path), "not_found");
+}
+
+std::optional<HttpError> read_error_answer(const boost::system::error_code& ec, size_t body_limit) {
+  if (ec == http::error::body_limit)
+    return HttpError{413, fmt::format("the request body is over the limit of {} bytes", body_limit), "request_too_large"};
+  // Beast's parse errors: a malformed request. Its end_of_stream, of the same category, is a client
+  // that closed between requests.
+  if (ec.category() == http::make_error_code(http::error::bad_target).category() && ec != http::error::end_of_stream)
+    return HttpError{400, fmt::format("malformed HTTP request: {}", ec.message()), "bad_request"};
+  return std::nullopt;
 }
 
 }  // namespace hippo::server

@@ -1,12 +1,16 @@
 // Which endpoint an HTTP request is for, decided from its method, target and upgrade headers
-// alone: no socket, no API key lookup, no runtime. HttpSession::route() acts on the decision (it
-// checks the key, answers 503 while stopping, and runs the endpoint), and the fuzz target
-// tests/fuzz/fuzz_http_request.cpp runs this same code rather than a copy of it.
+// alone, and the answer to a request that could not be read: no socket, no API key lookup, no
+// runtime. HttpSession acts on these decisions (it checks the key, answers 503 while stopping, and
+// runs the endpoint), and the fuzz target tests/fuzz/fuzz_http_request.cpp runs this same code
+// rather than a copy of it.
 #pragma once
 
 #include <boost/beast/http/message.hpp>
 #include <boost/beast/http/string_body.hpp>
+#include <boost/system/error_code.hpp>
 
+#include <cstddef>
+#include <optional>
 #include <string>
 #include <string_view>
 
@@ -50,5 +54,10 @@ struct Route {
 // key, so its 405 too); an upgrade (404 unless on /v1/agents); /metrics, /v1/models and
 // /v1/chat/completions (405 on another method); session administration; else 404.
 Route route_request(const boost::beast::http::request<boost::beast::http::string_body>& request);
+
+// The answer to a request that failed to read with ec (HttpSession::on_read), after which the
+// connection closes: 413 when its body is over body_limit, 400 when Beast found it malformed; none
+// for the end of the stream and for socket errors (the connection just closes).
+std::optional<HttpError> read_error_answer(const boost::system::error_code& ec, size_t body_limit);
 
 }  // namespace hippo::server

@@ -99,20 +99,13 @@ void HttpSession::on_read(beast::error_code ec, size_t) {
   if (ec == http::error::end_of_stream || ec == beast::error::timeout || ec == net::error::operation_aborted) {
     return close_socket();
   }
-  if (ec == http::error::body_limit) {
-    busy_ = true;
-    keep_alive_ = false;
-    return respond_error(413, fmt::format("the request body is over the limit of {} bytes", ctx_.options.max_message_bytes),
-                         "request_too_large");
-  }
   if (ec) {
     log::debug("http read failed", {{"connection", registry_id_}, {"error", ec.message()}});
-    if (ec.category() == http::make_error_code(http::error::bad_target).category()) {
-      busy_ = true;
-      keep_alive_ = false;
-      return respond_error(400, fmt::format("malformed HTTP request: {}", ec.message()), "bad_request");
-    }
-    return close_socket();
+    std::optional<HttpError> answer = read_error_answer(ec, ctx_.options.max_message_bytes);
+    if (!answer) return close_socket();
+    busy_ = true;
+    keep_alive_ = false;
+    return respond_error(answer->status, answer->message, answer->code);
   }
   busy_ = true;
   ctx_.counters.http_requests_total.fetch_add(1);
@@ -240,9 +233,7 @@ void HttpSession::chat_completions(const Request& request) {
       openai::parse_chat_request(request.body(), ctx_.options.model_id, ctx_.options.default_max_output_tokens);
   if (!parsed.ok()) {
     const Status& st = parsed.status();
-    const char* code = st.code() == ErrorCode::kNotFound ? "model_not_found"
-                       : st.code() == ErrorCode::kUnavailable ? "unsupported" : "invalid_request";
-    return respond_error(static_cast<unsigned>(openai::http_status_for(st)), st.message(), code);
+    return respond_error(static_cast<unsigned>(openai::http_status_for(st)), st.message(), openai::request_error_code(st));
   }
   const std::string response_id = ctx_.new_response_id();
   chat_ = std::make_unique<Chat>(Chat{"", openai::ChatCompletion("chatcmpl-" + response_id, ctx_.options.model_id,

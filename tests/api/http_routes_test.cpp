@@ -1,11 +1,16 @@
-// Which endpoint an HTTP request is for (api/server/http_routes.h): the decision HttpSession acts
-// on, with the exact errors the end-to-end tests see on the wire.
+// Which endpoint an HTTP request is for, and the answer to one that could not be read
+// (api/server/http_routes.h): the decisions HttpSession acts on, with the exact errors the
+// end-to-end tests see on the wire.
 #include "api/server/http_routes.h"
 
+#include <boost/asio/error.hpp>
+#include <boost/beast/core/error.hpp>
+#include <boost/beast/http/error.hpp>
 #include <boost/beast/http/field.hpp>
 #include <boost/beast/http/verb.hpp>
 #include <catch2/catch.hpp>
 
+#include <optional>
 #include <string_view>
 
 using namespace hippo::server;
@@ -151,4 +156,26 @@ TEST_CASE("routes: anything else is a 404 naming the path", "[server]") {
               "no endpoint at /v1/completions", "not_found");
   check_error(route_request(request(http::verb::get, "*")), Endpoint::kNotFound, 404, "no endpoint at *", "not_found");
   check_error(route_request(request(http::verb::get, "?x")), Endpoint::kNotFound, 404, "no endpoint at ", "not_found");
+}
+
+TEST_CASE("a request that could not be read: 413 over the body limit, 400 when malformed, else no answer", "[server]") {
+  const std::optional<HttpError> too_large = read_error_answer(http::error::body_limit, 4096);
+  REQUIRE(too_large);
+  CHECK(too_large->status == 413);
+  CHECK(too_large->message == "the request body is over the limit of 4096 bytes");
+  CHECK(too_large->code == "request_too_large");
+
+  for (http::error malformed : {http::error::bad_target, http::error::bad_method, http::error::bad_version,
+                                http::error::bad_field, http::error::bad_chunk, http::error::partial_message}) {
+    const boost::system::error_code ec = malformed;
+    const std::optional<HttpError> answer = read_error_answer(ec, 4096);
+    REQUIRE(answer);
+    CHECK(answer->status == 400);
+    CHECK(answer->message == "malformed HTTP request: " + ec.message());
+    CHECK(answer->code == "bad_request");
+  }
+  // A client that closed between requests, or a socket error: the connection just closes.
+  CHECK_FALSE(read_error_answer(http::error::end_of_stream, 4096));
+  CHECK_FALSE(read_error_answer(boost::asio::error::connection_reset, 4096));
+  CHECK_FALSE(read_error_answer(boost::beast::error::timeout, 4096));
 }

@@ -1,13 +1,12 @@
 // libFuzzer target: the bytes of one HTTP/1.1 connection through what HttpSession does with them
 // (api/server/http_session.cpp): Beast's request_parser<string_body> with the server's body limit,
 // requests read one after another from one buffer (keep-alive, pipelining), the error a failed
-// read is answered with, the server's own routing decision (route_request, api/server/http_routes.h)
-// on each request, and the chat completions body through openai::parse_chat_request.
+// read is answered with (read_error_answer) and the routing decision on each request
+// (route_request, both api/server/http_routes.h), and the chat completions body through
+// openai::parse_chat_request: the server's own code for each decision, no copy of it.
 //
-// The routing is the server's code; what HttpSession does around it is followed here: each request
-// is taken as carrying a valid API key (the key lookup needs the database) while the server is not
-// stopping. The answers to a failed read (on_read) and the error code of a chat request that does not
-// parse are still copied here; keep them in step.
+// What HttpSession does around those decisions is followed here: each request is taken as carrying
+// a valid API key (the key lookup needs the database) while the server is not stopping.
 //
 // The first input byte is a control byte, chosen so that seed files stay readable text:
 //   low 4 bits: bytes per read (0: the whole rest at once; 1-15: that many, to split the stream)
@@ -15,7 +14,8 @@
 //     413 path is reachable with short inputs ('0'..'9' keep the server's limit)
 //
 // Beyond "no crash, no exception, no sanitizer report":
-// - a parsed body is within the limit (and as long as Content-Length says);
+// - a parsed body is within the limit (and as long as Content-Length says), and only a body over
+//   it is answered 413;
 // - the route's path is the target before '?'; only /healthz is answered without a key; an upgrade
 //   request goes to the WebSocket endpoint or is refused, and no other request does; an endpoint
 //   runs only on the method it takes; a route is an error exactly when its error has a status, and
@@ -42,13 +42,13 @@
 #include <boost/beast/http.hpp>
 #include <boost/beast/websocket/rfc6455.hpp>
 #include <boost/system/system_error.hpp>
-#include <fmt/format.h>
 
 #include <algorithm>
 #include <cstddef>
 #include <cstdint>
 #include <cstdio>
 #include <cstdlib>
+#include <optional>
 #include <sstream>
 #include <string>
 #include <string_view>
@@ -204,9 +204,8 @@ bool route(const Request& request, bool keep_alive) {
           openai::parse_chat_request(request.body(), kOptions.model_id, kOptions.default_max_output_tokens);
       if (!parsed.ok()) {
         const hippo::Status& st = parsed.status();
-        const char* code = st.code() == hippo::ErrorCode::kNotFound ? "model_not_found"
-                           : st.code() == hippo::ErrorCode::kUnavailable ? "unsupported" : "invalid_request";
-        check_answer(static_cast<unsigned>(openai::http_status_for(st)), st.message(), code, request.version(), keep_alive);
+        check_answer(static_cast<unsigned>(openai::http_status_for(st)), st.message(), openai::request_error_code(st),
+                     request.version(), keep_alive);
       }
       return keep_alive;  // answered by the runtime, then the next request
     }
@@ -234,13 +233,11 @@ extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
     beast::error_code ec;
     http::read(stream, buffer, parser, ec);
     if (ec == http::error::end_of_stream) return 0;
-    if (ec == http::error::body_limit) {
-      check_answer(413, fmt::format("the request body is over the limit of {} bytes", limit), "request_too_large", 11, false);
-      return 0;
-    }
     if (ec) {
-      if (ec.category() == http::make_error_code(http::error::bad_target).category())
-        check_answer(400, fmt::format("malformed HTTP request: {}", ec.message()), "bad_request", 11, false);
+      const std::optional<hippo::server::HttpError> answer = hippo::server::read_error_answer(ec, limit);
+      HIPPO_FUZZ_CHECK((ec == http::error::body_limit) == (answer && answer->status == 413),
+                       "a body over the limit not answered 413, or a 413 for another error: " + ec.message());
+      if (answer) check_answer(answer->status, answer->message, answer->code, 11, false);
       return 0;
     }
     const boost::optional<uint64_t> content_length = parser.content_length();
