@@ -1,6 +1,7 @@
 #include "api/server/http_session.h"
 
 #include "api/server/event_gate.h"
+#include "api/server/http_routes.h"
 #include "api/server/metrics.h"
 #include "api/server/session_admin.h"
 #include "api/server/websocket_session.h"
@@ -9,7 +10,6 @@
 #include <boost/asio/post.hpp>
 #include <boost/asio/write.hpp>
 #include <boost/beast/http.hpp>
-#include <boost/beast/websocket/rfc6455.hpp>
 #include <fmt/format.h>
 
 #include <chrono>
@@ -99,20 +99,13 @@ void HttpSession::on_read(beast::error_code ec, size_t) {
   if (ec == http::error::end_of_stream || ec == beast::error::timeout || ec == net::error::operation_aborted) {
     return close_socket();
   }
-  if (ec == http::error::body_limit) {
-    busy_ = true;
-    keep_alive_ = false;
-    return respond_error(413, fmt::format("the request body is over the limit of {} bytes", ctx_.options.max_message_bytes),
-                         "request_too_large");
-  }
   if (ec) {
     log::debug("http read failed", {{"connection", registry_id_}, {"error", ec.message()}});
-    if (ec.category() == http::make_error_code(http::error::bad_target).category()) {
-      busy_ = true;
-      keep_alive_ = false;
-      return respond_error(400, fmt::format("malformed HTTP request: {}", ec.message()), "bad_request");
-    }
-    return close_socket();
+    std::optional<HttpError> answer = read_error_answer(ec, ctx_.options.max_message_bytes);
+    if (!answer) return close_socket();
+    busy_ = true;
+    keep_alive_ = false;
+    return respond_error(answer->status, answer->message, answer->code);
   }
   busy_ = true;
   ctx_.counters.http_requests_total.fetch_add(1);
@@ -123,48 +116,35 @@ void HttpSession::on_read(beast::error_code ec, size_t) {
 }
 
 void HttpSession::route(const Request& request) {
-  std::string_view target(request.target().data(), request.target().size());
-  if (auto q = target.find('?'); q != std::string_view::npos) target = target.substr(0, q);
-  const http::verb method = request.method();
+  const Route dest = route_request(request);
   log::debug("http request", {{"connection", registry_id_}, {"method", std::string(request.method_string())},
-                              {"target", std::string(target)}});
-
-  auto only = [&](http::verb allowed) {
-    if (method == allowed) return true;
-    respond_error(405, fmt::format("{} takes {} only", target, std::string(http::to_string(allowed))), "method_not_allowed");
-    return false;
-  };
-  // The one endpoint open without a key: load balancers and supervisors probe it.
-  if (target == "/healthz" && !beast::websocket::is_upgrade(request)) {
-    if (!only(http::verb::get)) return;
-    if (ctx_.stopping.load()) return respond(503, "application/json", R"({"status":"stopping"})");
-    return respond(200, "application/json", R"({"status":"ok"})");
+                              {"target", std::string(dest.path)}});
+  if (dest.needs_key && !authenticate(request)) return;
+  switch (dest.endpoint) {
+    case Route::Endpoint::kHealthz:
+      if (ctx_.stopping.load()) return respond(503, "application/json", R"({"status":"stopping"})");
+      return respond(200, "application/json", R"({"status":"ok"})");
+    case Route::Endpoint::kAgentsUpgrade: {
+      if (ctx_.stopping.load()) return respond_error(503, "the server is shutting down", "shutting_down");
+      closed_ = true;  // the stream belongs to the WebSocket session from here on
+      ctx_.registry.remove(registry_id_);
+      auto ws = std::make_shared<WebSocketSession>(ctx_, std::move(stream_), tenant_);
+      ws->run(request);
+      return;
+    }
+    case Route::Endpoint::kMetrics:
+      return metrics();
+    case Route::Endpoint::kModels:
+      return respond(200, "application/json", openai::models_body(ctx_.options.model_id, unix_seconds()));
+    case Route::Endpoint::kChatCompletions:
+      return chat_completions(request);
+    case Route::Endpoint::kSessionAdmin:
+      return session_admin(request, dest.path);
+    case Route::Endpoint::kNotFound:
+    case Route::Endpoint::kWrongMethod:
+    case Route::Endpoint::kNoSuchUpgrade:
+      return respond_error(dest.error.status, dest.error.message, dest.error.code);
   }
-  if (!authenticate(request)) return;
-
-  if (beast::websocket::is_upgrade(request)) {
-    if (target != "/v1/agents") return respond_error(404, fmt::format("no WebSocket endpoint at {}; use /v1/agents", target), "not_found");
-    if (ctx_.stopping.load()) return respond_error(503, "the server is shutting down", "shutting_down");
-    closed_ = true;  // the stream belongs to the WebSocket session from here on
-    ctx_.registry.remove(registry_id_);
-    auto ws = std::make_shared<WebSocketSession>(ctx_, std::move(stream_), tenant_);
-    ws->run(request);
-    return;
-  }
-  if (target == "/metrics") {
-    if (only(http::verb::get)) metrics();
-    return;
-  }
-  if (target == "/v1/models") {
-    if (only(http::verb::get)) respond(200, "application/json", openai::models_body(ctx_.options.model_id, unix_seconds()));
-    return;
-  }
-  if (target == "/v1/chat/completions") {
-    if (only(http::verb::post)) chat_completions(request);
-    return;
-  }
-  if (admin::handles(target)) return session_admin(request, target);
-  respond_error(404, fmt::format("no endpoint at {}", target), "not_found");
 }
 
 bool HttpSession::authenticate(const Request& request) {
@@ -253,9 +233,7 @@ void HttpSession::chat_completions(const Request& request) {
       openai::parse_chat_request(request.body(), ctx_.options.model_id, ctx_.options.default_max_output_tokens);
   if (!parsed.ok()) {
     const Status& st = parsed.status();
-    const char* code = st.code() == ErrorCode::kNotFound ? "model_not_found"
-                       : st.code() == ErrorCode::kUnavailable ? "unsupported" : "invalid_request";
-    return respond_error(static_cast<unsigned>(openai::http_status_for(st)), st.message(), code);
+    return respond_error(static_cast<unsigned>(openai::http_status_for(st)), st.message(), openai::request_error_code(st));
   }
   const std::string response_id = ctx_.new_response_id();
   chat_ = std::make_unique<Chat>(Chat{"", openai::ChatCompletion("chatcmpl-" + response_id, ctx_.options.model_id,

@@ -189,6 +189,14 @@ std::string error_body(std::string_view message, std::string_view type, std::str
       {"error", {{"message", tokenizer::repair_utf8(message)}, {"type", type}, {"param", nullptr}, {"code", code}}}});
 }
 
+std::string_view request_error_code(const Status& status) {
+  switch (status.code()) {
+    case ErrorCode::kNotFound: return "model_not_found";
+    case ErrorCode::kUnavailable: return "unsupported";
+    default: return "invalid_request";
+  }
+}
+
 int http_status_for(const Status& status) {
   switch (status.code()) {
     case ErrorCode::kInvalidArgument: return 400;

@@ -29,6 +29,9 @@ struct ChatRequest {
 // kInvalidArgument: a 400 with the message; kNotFound: the model is not served here (404).
 Result<ChatRequest> parse_chat_request(std::string_view body, const std::string& served_model,
                                        int64_t default_max_tokens);
+// The error code sent for a request parse_chat_request() refused with status: model_not_found,
+// unsupported or invalid_request.
+std::string_view request_error_code(const Status& status);
 
 // {"error": {"message", "type", "param", "code"}}; invalid UTF-8 in the message becomes U+FFFD.
 std::string error_body(std::string_view message, std::string_view type, std::string_view code);

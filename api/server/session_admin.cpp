@@ -1,5 +1,6 @@
 #include "api/server/session_admin.h"
 
+#include "api/server/http_routes.h"
 #include "api/server/openai_chat.h"
 #include "base/log.h"
 
@@ -14,8 +15,6 @@ namespace json = boost::json;
 namespace http = boost::beast::http;
 
 namespace {
-
-constexpr std::string_view kPrefix = "/v1/sessions";
 
 Answer error(unsigned status, std::string_view message, std::string_view code) {
   const std::string_view type = status >= 500 ? "server_error" : "invalid_request_error";
@@ -83,19 +82,14 @@ Answer method_not_allowed(std::string_view target, std::string_view allowed) {
 
 }  // namespace
 
-bool handles(std::string_view target) {
-  return target == kPrefix || (target.size() > kPrefix.size() && target.substr(0, kPrefix.size()) == kPrefix &&
-                               target[kPrefix.size()] == '/');
-}
-
 Answer handle(ServerContext& ctx, const Tenant& tenant, http::verb method, std::string_view target) {
   agents::AgentRuntime& rt = ctx.runtime;
-  if (target == kPrefix) {
+  if (target == kSessionsPath) {
     if (method != http::verb::get) return method_not_allowed(target, "GET");
     return list(rt, tenant);
   }
   // /v1/sessions/{id} or /v1/sessions/{id}/{action}
-  std::string_view rest = target.substr(kPrefix.size() + 1);
+  std::string_view rest = target.substr(kSessionsPath.size() + 1);
   std::string_view action;
   if (auto slash = rest.find('/'); slash != std::string_view::npos) {
     action = rest.substr(slash + 1);

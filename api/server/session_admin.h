@@ -4,7 +4,8 @@
 //   DELETE /v1/sessions/{id}            close it (its row and log stay in the database)
 //   POST   /v1/sessions/{id}/snapshot   snapshot it now (durable when answered)
 //   POST   /v1/sessions/{id}/fork       a new session of the tenant, an exact copy (201)
-// JSON only here; http_session.cpp does the I/O.
+// JSON only here; http_session.cpp does the I/O, and routes requests here by is_session_admin_path()
+// (http_routes.h).
 #pragma once
 
 #include "api/server/auth.h"
@@ -24,10 +25,8 @@ struct Answer {
   int64_t retry_after_seconds = 0;  // > 0: send Retry-After
 };
 
-// Whether target (without its query) is /v1/sessions or below it.
-bool handles(std::string_view target);
-
-// Runs on a runtime-call thread: it blocks on the runtime.
+// target: a path for which is_session_admin_path() holds. Runs on a runtime-call thread: it blocks
+// on the runtime.
 Answer handle(ServerContext& ctx, const Tenant& tenant, boost::beast::http::verb method, std::string_view target);
 
 }  // namespace hippo::server::admin

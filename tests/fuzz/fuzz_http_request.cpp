@@ -1,11 +1,12 @@
 // libFuzzer target: the bytes of one HTTP/1.1 connection through what HttpSession does with them
 // (api/server/http_session.cpp): Beast's request_parser<string_body> with the server's body limit,
 // requests read one after another from one buffer (keep-alive, pipelining), the error a failed
-// read is answered with, the routing decision on the method and the target (its path before '?'),
-// and the chat completions body through openai::parse_chat_request.
+// read is answered with (read_error_answer) and the routing decision on each request
+// (route_request, both api/server/http_routes.h), and the chat completions body through
+// openai::parse_chat_request: the server's own code for each decision, no copy of it.
 //
-// HttpSession does I/O and routing in one class, so the decisions of on_read() and route() are
-// mirrored here, step for step; keep them in step when http_session.cpp changes.
+// What HttpSession does around those decisions is followed here: each request is taken as carrying
+// a valid API key (the key lookup needs the database) while the server is not stopping.
 //
 // The first input byte is a control byte, chosen so that seed files stay readable text:
 //   low 4 bits: bytes per read (0: the whole rest at once; 1-15: that many, to split the stream)
@@ -13,15 +14,21 @@
 //     413 path is reachable with short inputs ('0'..'9' keep the server's limit)
 //
 // Beyond "no crash, no exception, no sanitizer report":
-// - a parsed body is within the limit (and as long as Content-Length says);
-// - every answer the server would send (an error body naming the target, a 413, a 400 naming the
-//   parse error, the chat parser's errors) is an HTTP response that parses again, whose body is
-//   JSON carrying the message.
+// - a parsed body is within the limit (and as long as Content-Length says), and only a body over
+//   it is answered 413;
+// - the route's path is the target before '?'; only /healthz is answered without a key; an upgrade
+//   request goes to the WebSocket endpoint or is refused, and no other request does; an endpoint
+//   runs only on the method it takes; a route is an error exactly when its error has a status, and
+//   the error's message names the path;
+// - every answer the server would send (a 404 or 405 of the routing, a 413, a 400 naming the parse
+//   error, the chat parser's errors) is an HTTP response that parses again, whose body is JSON
+//   carrying the message.
 // (Beast itself is not held to more: its serializer and parser disagree on a request with two
 // Transfer-Encoding fields, which does not matter to a server that never writes requests.)
 // Boost's assertions in this file go through boost::assertion_failed() below, in every build.
 #define BOOST_ENABLE_ASSERT_HANDLER 1
 
+#include "api/server/http_routes.h"
 #include "api/server/openai_chat.h"
 #include "api/server/server_options.h"
 #include "base/status.h"
@@ -35,13 +42,13 @@
 #include <boost/beast/http.hpp>
 #include <boost/beast/websocket/rfc6455.hpp>
 #include <boost/system/system_error.hpp>
-#include <fmt/format.h>
 
 #include <algorithm>
 #include <cstddef>
 #include <cstdint>
 #include <cstdio>
 #include <cstdlib>
+#include <optional>
 #include <sstream>
 #include <string>
 #include <string_view>
@@ -74,6 +81,7 @@ namespace http = beast::http;
 namespace json = boost::json;
 namespace openai = hippo::server::openai;
 using Request = http::request<http::string_body>;
+using hippo::server::Route;
 
 const hippo::server::ServerOptions kOptions{};  // the server's defaults: body limit, model id
 
@@ -135,46 +143,79 @@ void check_answer(unsigned status, std::string_view message, std::string_view co
                    "the error message changed on the wire: " + parser.get().body());
 }
 
-// HttpSession::route: what the server answers; false when the connection ends after it.
+bool is_error(Route::Endpoint endpoint) {
+  return endpoint == Route::Endpoint::kNotFound || endpoint == Route::Endpoint::kWrongMethod ||
+         endpoint == Route::Endpoint::kNoSuchUpgrade;
+}
+
+// The method an endpoint takes; unknown for session administration (session_admin.cpp checks it)
+// and for the errors.
+http::verb method_of(Route::Endpoint endpoint) {
+  switch (endpoint) {
+    case Route::Endpoint::kHealthz:
+    case Route::Endpoint::kAgentsUpgrade:
+    case Route::Endpoint::kMetrics:
+    case Route::Endpoint::kModels:
+      return http::verb::get;
+    case Route::Endpoint::kChatCompletions:
+      return http::verb::post;
+    case Route::Endpoint::kSessionAdmin:
+    case Route::Endpoint::kNotFound:
+    case Route::Endpoint::kWrongMethod:
+    case Route::Endpoint::kNoSuchUpgrade:
+      return http::verb::unknown;
+  }
+  return http::verb::unknown;
+}
+
+// HttpSession::route, with a valid key, while the server runs: what it answers; false when the
+// connection ends after it.
 bool route(const Request& request, bool keep_alive) {
   const std::string_view full(request.target().data(), request.target().size());
-  std::string_view target = full;
-  if (auto q = target.find('?'); q != std::string_view::npos) target = target.substr(0, q);
-  HIPPO_FUZZ_CHECK(target.find('?') == std::string_view::npos && full.substr(0, target.size()) == target,
-                   "the path is not the target's prefix before '?': " + std::string(full));
-  const unsigned version = request.version();
-  const http::verb method = request.method();
-  auto error = [&](unsigned status, const std::string& message, std::string_view code) {
-    check_answer(status, message, code, version, keep_alive);
-    return keep_alive;
-  };
+  const Route dest = hippo::server::route_request(request);
+  const std::string_view path = dest.path;
+  auto what = [&] { return std::string(request.method_string()) + " " + std::string(full); };
+  HIPPO_FUZZ_CHECK(path.data() == full.data() && path.find('?') == std::string_view::npos &&
+                       (path.size() == full.size() || full[path.size()] == '?'),
+                   "the path is not the target before '?': " + what());
+  HIPPO_FUZZ_CHECK(dest.needs_key || path == "/healthz", "answered without a key: " + what());
+  const bool upgrade = beast::websocket::is_upgrade(request);
+  const bool routed_as_upgrade =
+      dest.endpoint == Route::Endpoint::kAgentsUpgrade || dest.endpoint == Route::Endpoint::kNoSuchUpgrade;
+  HIPPO_FUZZ_CHECK(routed_as_upgrade == upgrade,
+                   std::string(upgrade ? "an upgrade request not routed as one: " : "routed as an upgrade: ") + what());
+  if (const http::verb takes = method_of(dest.endpoint); takes != http::verb::unknown)
+    HIPPO_FUZZ_CHECK(request.method() == takes, "an endpoint runs on a method it does not take: " + what());
+  HIPPO_FUZZ_CHECK(is_error(dest.endpoint) == (dest.error.status != 0),
+                   "an error without a status, or a status without an error: " + what());
 
-  if (beast::websocket::is_upgrade(request)) {
-    if (target != "/v1/agents") return error(404, fmt::format("no WebSocket endpoint at {}; use /v1/agents", target), "not_found");
-    return false;  // the stream belongs to a WebSocketSession from here on
-  }
-  auto only = [&](http::verb allowed) {
-    if (method == allowed) return true;
-    error(405, fmt::format("{} takes {} only", target, std::string(http::to_string(allowed))), "method_not_allowed");
-    return false;
-  };
-  if (target == "/healthz" || target == "/metrics" || target == "/v1/models") {
-    only(http::verb::get);
-    return keep_alive;
-  }
-  if (target == "/v1/chat/completions") {
-    if (!only(http::verb::post)) return keep_alive;
-    hippo::Result<openai::ChatRequest> parsed =
-        openai::parse_chat_request(request.body(), kOptions.model_id, kOptions.default_max_output_tokens);
-    if (!parsed.ok()) {
-      const hippo::Status& st = parsed.status();
-      const char* code = st.code() == hippo::ErrorCode::kNotFound ? "model_not_found"
-                         : st.code() == hippo::ErrorCode::kUnavailable ? "unsupported" : "invalid_request";
-      return error(static_cast<unsigned>(openai::http_status_for(st)), st.message(), code);
+  switch (dest.endpoint) {
+    case Route::Endpoint::kNotFound:
+    case Route::Endpoint::kWrongMethod:
+    case Route::Endpoint::kNoSuchUpgrade:
+      HIPPO_FUZZ_CHECK(dest.error.message.find(path) != std::string::npos && !dest.error.code.empty(),
+                       "the error does not name the path, or has no code: " + dest.error.message);
+      check_answer(dest.error.status, dest.error.message, dest.error.code, request.version(), keep_alive);
+      return keep_alive;
+    case Route::Endpoint::kAgentsUpgrade:
+      return false;  // the stream belongs to a WebSocketSession from here on
+    case Route::Endpoint::kChatCompletions: {
+      hippo::Result<openai::ChatRequest> parsed =
+          openai::parse_chat_request(request.body(), kOptions.model_id, kOptions.default_max_output_tokens);
+      if (!parsed.ok()) {
+        const hippo::Status& st = parsed.status();
+        check_answer(static_cast<unsigned>(openai::http_status_for(st)), st.message(), openai::request_error_code(st),
+                     request.version(), keep_alive);
+      }
+      return keep_alive;  // answered by the runtime, then the next request
     }
-    return keep_alive;  // answered by the runtime, then the next request
+    case Route::Endpoint::kHealthz:
+    case Route::Endpoint::kMetrics:
+    case Route::Endpoint::kModels:
+    case Route::Endpoint::kSessionAdmin:
+      return keep_alive;  // answered, then the next request
   }
-  return error(404, fmt::format("no endpoint at {}", target), "not_found");
+  return keep_alive;
 }
 
 }  // namespace
@@ -192,13 +233,11 @@ extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
     beast::error_code ec;
     http::read(stream, buffer, parser, ec);
     if (ec == http::error::end_of_stream) return 0;
-    if (ec == http::error::body_limit) {
-      check_answer(413, fmt::format("the request body is over the limit of {} bytes", limit), "request_too_large", 11, false);
-      return 0;
-    }
     if (ec) {
-      if (ec.category() == http::make_error_code(http::error::bad_target).category())
-        check_answer(400, fmt::format("malformed HTTP request: {}", ec.message()), "bad_request", 11, false);
+      const std::optional<hippo::server::HttpError> answer = hippo::server::read_error_answer(ec, limit);
+      HIPPO_FUZZ_CHECK((ec == http::error::body_limit) == (answer && answer->status == 413),
+                       "a body over the limit not answered 413, or a 413 for another error: " + ec.message());
+      if (answer) check_answer(answer->status, answer->message, answer->code, 11, false);
       return 0;
     }
     const boost::optional<uint64_t> content_length = parser.content_length();
