@@ -4,7 +4,7 @@
 //   overhead  server overhead per streamed token: the time from the runtime handing a delta to the
 //             server's sink (`t_emit_ns`, which ServerOptions::emit_timestamps adds) to a client
 //             thread having read its frame, for N sessions streaming M tokens at once (p50/p99/max);
-//             and the server's part alone, sink to frame written, from its /metrics histogram
+//             and the server's part alone, sink to the frame's write, from its /metrics histogram
 //   idle      the server's resident memory per idle, authenticated WebSocket connection; the
 //             clients live in a child process forked before any thread starts, so that the
 //             server process's RSS growth is the server's alone
@@ -268,7 +268,7 @@ Result<std::string> scrape_metrics(const RunningServer& s) {
 }
 
 // The server's own share of the overhead: hippo_stream_event_delay_seconds, the time from the
-// runtime's sink to the frame written to the socket. From its cumulative buckets: the share of
+// runtime's sink to the write of the frame. From its cumulative buckets: the share of
 // frames within 100 µs, and the bucket bound under which half and 99% of them fall.
 Result<json::object> server_side_delay(const std::string& metrics) {
   std::vector<std::pair<double, double>> buckets;  // (upper bound s, cumulative count)
@@ -610,7 +610,7 @@ Status run_server_bench(const ServerBenchOptions& o, std::ostream& out) {
         s->at("p50_us").as_double(), s->at("p99_us").as_double(), s->at("max_us").as_double());
     const json::object& side = s->at("server_side").as_object();
     out << fmt::format(
-        "  in the server alone (sink → frame written to the socket; hippo_stream_event_delay_seconds, {} frames):\n"
+        "  in the server alone (sink → the frame's write begins; hippo_stream_event_delay_seconds, {} frames):\n"
         "  p50 ≤ {:g} µs   p99 ≤ {:g} µs   {:.1f}% within 100 µs\n",
         side.at("frames").to_number<double>(), side.at("p50_at_most_us").as_double(), side.at("p99_at_most_us").as_double(),
         100 * side.at("share_within_100us").as_double());

@@ -95,7 +95,7 @@ std::string prometheus_text(const agents::RuntimeStats& s, const ServerCounters&
          "Sessions refused because their tenant had its most open sessions (quota_exceeded).",
          c.quota_exceeded_total.load());
   c.stream_event_delay.render(out, "hippo_stream_event_delay_seconds",
-                              "Time from a response event leaving the runtime to its WebSocket frame written to the socket.");
+                              "Time from a response event leaving the runtime to the write of its WebSocket frame.");
   return out;
 }
 

@@ -40,8 +40,9 @@ struct ServerCounters {
   std::atomic<int64_t> auth_failures_total{0};       // requests and upgrades refused with 401
   std::atomic<int64_t> rate_limited_total{0};        // responses refused: tenant over its tokens per minute
   std::atomic<int64_t> quota_exceeded_total{0};      // sessions refused: tenant at its max open sessions
-  // From the runtime handing a response event to the server until its WebSocket frame was written
-  // to the socket: the time a streamed token spends in the server (replays not included).
+  // From the runtime handing a response event to the server until the write of its WebSocket frame
+  // begins (the send follows at once): the time a streamed token spends in the server, waiting
+  // for an I/O thread and for the frames queued before it (replays not included).
   LatencyHistogram stream_event_delay;
 };
 

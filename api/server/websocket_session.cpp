@@ -311,6 +311,10 @@ void WebSocketSession::enqueue(std::string frame, bool replay, int64_t emitted_n
 
 void WebSocketSession::do_write() {
   writing_ = true;
+  if (outbound_.front().emitted_ns != 0) {  // the write starts now: its send follows at once
+    const int64_t now = std::chrono::duration_cast<std::chrono::nanoseconds>(std::chrono::steady_clock::now().time_since_epoch()).count();
+    ctx_.counters.stream_event_delay.observe(static_cast<double>(now - outbound_.front().emitted_ns) / 1e9);
+  }
   ws_.text(true);
   ws_.async_write(net::buffer(outbound_.front().text),
                   beast::bind_front_handler(&WebSocketSession::on_write, shared_from_this()));
@@ -323,10 +327,6 @@ void WebSocketSession::pop_outbound() {
 
 void WebSocketSession::on_write(beast::error_code ec, size_t) {
   writing_ = false;
-  if (!ec && outbound_.front().emitted_ns != 0) {
-    const int64_t now = std::chrono::duration_cast<std::chrono::nanoseconds>(std::chrono::steady_clock::now().time_since_epoch()).count();
-    ctx_.counters.stream_event_delay.observe(static_cast<double>(now - outbound_.front().emitted_ns) / 1e9);
-  }
   pop_outbound();
   if (ec) {
     log::debug("websocket write failed", {{"connection", registry_id_}, {"error", ec.message()}});
