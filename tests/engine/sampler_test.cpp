@@ -79,3 +79,22 @@ TEST_CASE("temperature sampling follows the softmax; the cuts remove what they s
   counts = histogram(cold, 2000);
   CHECK(counts[0] == 2000);
 }
+
+TEST_CASE("over a vocabulary-sized row the draw follows the softmax across blocks", "[sampler]") {
+  // Four likely ids in different blocks of 64 (the sampler skips whole blocks), the rest unlikely.
+  std::vector<float> logits(1000, -1000.0f);
+  const std::map<int32_t, double> p = {{5, 0.1}, {70, 0.2}, {199, 0.3}, {999, 0.4}};
+  for (const auto& [id, prob] : p) logits[static_cast<size_t>(id)] = static_cast<float>(std::log(prob));
+  SamplingParams params;
+  params.temperature = 1.0;
+  params.seed = 7;
+  Sampler sampler(params);
+  constexpr int kDraws = 40000;
+  std::map<int32_t, int> counts;
+  for (int i = 0; i < kDraws; ++i) ++counts[sampler.next(logits)];
+  CHECK(counts.size() == p.size());
+  for (const auto& [id, prob] : p) {
+    INFO("id " << id);
+    CHECK(std::abs(counts[id] / double(kDraws) - prob) < 0.015);
+  }
+}
