@@ -320,14 +320,16 @@ void WebSocketSession::do_write() {
                   beast::bind_front_handler(&WebSocketSession::on_write, shared_from_this()));
 }
 
-void WebSocketSession::pop_outbound() {
-  if (!outbound_.front().replay) live_bytes_ -= outbound_.front().text.size();
-  outbound_.pop_front();
+void WebSocketSession::drop_outbound(bool newest) {
+  const Outbound& frame = newest ? outbound_.back() : outbound_.front();
+  if (!frame.replay) live_bytes_ -= frame.text.size();
+  if (newest) outbound_.pop_back();
+  else outbound_.pop_front();
 }
 
 void WebSocketSession::on_write(beast::error_code ec, size_t) {
   writing_ = false;
-  pop_outbound();
+  drop_outbound(false);
   if (ec) {
     log::debug("websocket write failed", {{"connection", registry_id_}, {"error", ec.message()}});
     outbound_.clear();
@@ -357,10 +359,7 @@ void WebSocketSession::close(websocket::close_code code, std::string reason, boo
   });
   if (!drain) {
     // Keep only the frame being written (Beast is in the middle of it).
-    while (outbound_.size() > (writing_ ? 1u : 0u)) {
-      if (!outbound_.back().replay) live_bytes_ -= outbound_.back().text.size();
-      outbound_.pop_back();
-    }
+    while (outbound_.size() > (writing_ ? 1u : 0u)) drop_outbound(true);
   }
   if (!writing_) start_close();
 }

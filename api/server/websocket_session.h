@@ -62,7 +62,7 @@ class WebSocketSession : public Connection, public std::enable_shared_from_this<
   void send_refusal(const Refusal& refusal, const std::string& event_id);
   void enqueue(std::string frame, bool replay, int64_t emitted_ns = 0);
   void do_write();
-  void pop_outbound();
+  void drop_outbound(bool newest);  // the oldest (written) or newest queued frame, with its bytes
   void on_write(boost::beast::error_code ec, size_t bytes);
   // drain: send what is queued first (shutdown); otherwise drop it (a slow client).
   void close(boost::beast::websocket::close_code code, std::string reason, bool drain);
