@@ -98,6 +98,29 @@ struct Simd {
     std::memcpy(&out, lanes, sizeof out);
   }
 
+  // W BF16 values to f32 (exact: the bits move up 16), as ref::bf16_to_f32.
+  HIPPO_LINEAR_TARGET static void bf16_vec(const std::uint16_t* src, float* out) {
+    UVec v;
+#if defined(__x86_64__)
+    if constexpr (W == 16) {
+      const __m512i wide = _mm512_maskz_cvtepu16_epi32(0xFFFF, _mm256_loadu_si256(reinterpret_cast<const __m256i*>(src)));
+      std::memcpy(&v, &wide, sizeof v);
+    } else if constexpr (W == 8) {
+      const __m256i wide = _mm256_cvtepu16_epi32(_mm_loadu_si128(reinterpret_cast<const __m128i*>(src)));
+      std::memcpy(&v, &wide, sizeof v);
+    } else {
+      const __m128i wide = _mm_unpacklo_epi16(_mm_loadl_epi64(reinterpret_cast<const __m128i*>(src)), _mm_setzero_si128());
+      std::memcpy(&v, &wide, sizeof v);
+    }
+#else
+    std::uint32_t lanes[W];
+    for (int t = 0; t < W; ++t) lanes[t] = src[t];
+    std::memcpy(&v, lanes, sizeof v);
+#endif
+    const Vec value = __builtin_bit_cast(Vec, v << 16);
+    std::memcpy(out, &value, sizeof value);
+  }
+
   // Lane t of the result is lane H * W / 2 + t / 2 of v: one lane per FP4 nibble of half H.
   template <int H, int... T>
   HIPPO_LINEAR_TARGET static void pairs(const UVec& v, UVec& out, std::integer_sequence<int, T...>) {
@@ -161,7 +184,9 @@ struct Simd {
         break;
       case WeightFormat::kBF16: {
         const auto* src = static_cast<const std::uint16_t*>(w.data) + row * k + c0;
-        for (std::int64_t c = 0; c < c1 - c0; ++c) out[c] = ref::bf16_to_f32(src[c]);
+        std::int64_t c = 0;
+        for (; c + W <= c1 - c0; c += W) bf16_vec(src + c, out + c);
+        for (; c < c1 - c0; ++c) out[c] = ref::bf16_to_f32(src[c]);
         break;
       }
       case WeightFormat::kFp8Block: {
