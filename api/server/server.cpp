@@ -60,12 +60,30 @@ Status Server::run() {
   signals_.async_wait(on_signal);
   listener_->start();
   std::vector<std::thread> threads;
-  for (int i = 1; i < ctx_->options.io_threads; ++i) threads.emplace_back([this] { ioc_.run(); });
-  ioc_.run();
+  for (int i = 1; i < ctx_->options.io_threads; ++i) threads.emplace_back([this] { run_io(); });
+  run_io();
   for (std::thread& t : threads) t.join();
   // Calls still in flight finish (the runtime refuses new ones after shutdown) before the runtime goes.
   ctx_->runtime_calls.join();
   return shutdown_status_;
+}
+
+void Server::run_io() {
+  const auto spin = ctx_->options.io_spin;
+  if (spin.count() == 0) {
+    ioc_.run();
+    return;
+  }
+  using Clock = std::chrono::steady_clock;
+  Clock::time_point last_work = Clock::now();
+  while (!ioc_.stopped()) {
+    if (ioc_.poll_one() > 0) {
+      last_work = Clock::now();
+    } else if (Clock::now() - last_work >= spin) {
+      if (ioc_.run_one() == 0) return;  // stopped, or no work left
+      last_work = Clock::now();
+    }
+  }
 }
 
 void Server::stop() {

@@ -35,6 +35,7 @@ class Server {
   void stop();
 
  private:
+  void run_io();  // one I/O thread's loop, until the io_context stops
   void begin_shutdown(int signal);
   void wait_for_connections(std::chrono::steady_clock::time_point deadline);
 

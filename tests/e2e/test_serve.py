@@ -3,9 +3,11 @@ the HTTP endpoints, the `websockets` library for the agents protocol on /v1/agen
 official `openai` client for /v1/chat/completions. docs/protocol.md is the contract."""
 import asyncio
 import json
+import os
 import pathlib
 import signal
 import subprocess
+import time
 
 import openai
 import pytest
@@ -317,6 +319,36 @@ def test_openai_client_chat_completions(server):
     assert unsupported.value.status_code == 501 and "/v1/agents" in str(unsupported.value)
     # Temporary sessions are closed after each request.
     assert metric(server, "hippo_running_responses") == 0
+
+
+def test_polling_io_threads_stream_the_same_answer_sleep_when_idle_and_shut_down(server, checkpoint, tmp_path):
+    prompt = "Tell me about the Nile."
+
+    async def answer(s):
+        async with s.connect() as ws:
+            c = Client(ws)
+            sid = await c.create_session()
+            await c.append(sid, prompt)
+            await c.expect("response.created", type="response.create", session_id=sid, max_output_tokens=40)
+            events = await c.until_done()
+            assert events[-1]["type"] == "response.completed", events[-1]
+            return "".join(e["delta"] for e in events if e["type"] == "response.output_text.delta")
+
+    def cpu_seconds(proc):
+        fields = pathlib.Path(f"/proc/{proc.pid}/stat").read_text().rsplit(")", 1)[1].split()
+        return (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")  # utime + stime
+
+    expected = run(answer(server))
+    with Server(tmp_path, "--model", str(checkpoint), "--db", str(tmp_path / "spin.db"), "--io-threads", "1",
+                "--io-spin-us", "20000", name="spin") as s:
+        assert run(answer(s)) == expected  # greedy: polling changes when frames go out, not what
+        assert metric(s, "hippo_stream_event_delay_seconds_count") >= 40
+        # Idle, the I/O thread sleeps again after its 20 ms of polling: far below a core over 2 s.
+        time.sleep(0.5)
+        before = cpu_seconds(s.proc)
+        time.sleep(2)
+        assert cpu_seconds(s.proc) - before < 0.5
+        assert s.stop() == 0, s.log()
 
 
 def test_sigterm_snapshots_and_a_restarted_server_resumes(checkpoint, tmp_path):
