@@ -218,7 +218,7 @@ struct Connection::Impl {
   Inbox& inbox;
   net::io_context ioc;
   std::unique_ptr<ssl::context> tls;  // wss:// only
-  std::optional<websocket::stream<Stream>> ws;
+  std::optional<websocket::stream<Stream, /*deflateSupported=*/false>> ws;
   std::optional<net::signal_set> signals;
   std::optional<net::executor_work_guard<net::io_context::executor_type>> work;
   beast::flat_buffer buffer;

@@ -71,7 +71,7 @@ class WebSocketSession : public Connection, public std::enable_shared_from_this<
 
   ServerContext& ctx_;
   const Tenant tenant_;
-  boost::beast::websocket::stream<ConnectionStream> ws_;
+  boost::beast::websocket::stream<ConnectionStream, /*deflateSupported=*/false> ws_;
   boost::asio::strand<boost::asio::thread_pool::executor_type> calls_;
   boost::asio::steady_timer close_guard_;
   boost::beast::flat_buffer buffer_;
