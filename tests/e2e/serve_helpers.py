@@ -168,6 +168,13 @@ class Client:
         return await self.expect("input.appended", type="input.append", session_id=sid,
                                  items=[{"type": "message", "content": text}])
 
+    async def fresh_answer(self, prompt, **response):
+        """A new session's response to one user message: its events up to completed/failed."""
+        sid = await self.create_session()
+        await self.append(sid, prompt)
+        await self.expect("response.created", type="response.create", session_id=sid, **response)
+        return await self.until_done()
+
     async def until_done(self, sid=None):
         """Events up to the response's completed/failed event (of session sid, when given)."""
         events = []
@@ -176,6 +183,11 @@ class Client:
             events.append(e)
             if e["type"] in ("response.completed", "response.failed") and (sid is None or e["session_id"] == sid):
                 return events
+
+
+def output_text(events):
+    """The streamed answer text of a response's events."""
+    return "".join(e["delta"] for e in events if e["type"] == "response.output_text.delta")
 
 
 def run(coro):

@@ -13,7 +13,7 @@ import openai
 import pytest
 import websockets
 
-from serve_helpers import HIPPO, TIMEOUT, Client, Server, make_checkpoint, metric, run
+from serve_helpers import HIPPO, TIMEOUT, Client, Server, make_checkpoint, metric, output_text, run
 
 STREAM_GRACE = 2  # seconds a dropped client's response waits for it (--stream-grace)
 
@@ -158,12 +158,8 @@ def test_a_reconnecting_client_resumes_the_stream_where_it_left(server):
     async def main():
         # The uninterrupted answer (greedy, so the interrupted one must equal it).
         async with server.connect() as ws:
-            c = Client(ws)
-            ref = await c.create_session()
-            await c.append(ref, prompt)
-            await c.expect("response.created", type="response.create", session_id=ref, max_output_tokens=300)
-            ref_events = await c.until_done()
-            expected = "".join(e["delta"] for e in ref_events if e["type"] == "response.output_text.delta")
+            ref_events = await Client(ws).fresh_answer(prompt, max_output_tokens=300)
+            expected = output_text(ref_events)
         async with server.connect() as ws:
             c = Client(ws)
             sid = await c.create_session()
@@ -185,7 +181,7 @@ def test_a_reconnecting_client_resumes_the_stream_where_it_left(server):
             events = await c.until_done(sid)
             assert [e["session_seq"] for e in events] == list(range(last_seen + 1, last_seen + 1 + len(events)))
             assert all(e["event_id"] == "r" and e["response_id"] == created["response_id"] for e in events)
-            text += "".join(e["delta"] for e in events if e["type"] == "response.output_text.delta")
+            text += output_text(events)
             assert events[-1]["type"] == "response.completed"
             assert events[-1]["finish_reason"] == ref_events[-1]["finish_reason"] != "cancelled"
             assert text == expected
@@ -326,13 +322,9 @@ def test_polling_io_threads_stream_the_same_answer_sleep_when_idle_and_shut_down
 
     async def answer(s):
         async with s.connect() as ws:
-            c = Client(ws)
-            sid = await c.create_session()
-            await c.append(sid, prompt)
-            await c.expect("response.created", type="response.create", session_id=sid, max_output_tokens=40)
-            events = await c.until_done()
+            events = await Client(ws).fresh_answer(prompt, max_output_tokens=40)
             assert events[-1]["type"] == "response.completed", events[-1]
-            return "".join(e["delta"] for e in events if e["type"] == "response.output_text.delta")
+            return output_text(events)
 
     def cpu_seconds(proc):
         fields = pathlib.Path(f"/proc/{proc.pid}/stat").read_text().rsplit(")", 1)[1].split()

@@ -12,7 +12,7 @@ import socket
 import struct
 import time
 
-from serve_helpers import Client, Server, make_checkpoint, metric, run
+from serve_helpers import Client, Server, make_checkpoint, metric, output_text, run
 
 PROMPT = "Tell me everything about hippos."
 TOKENS = 1500
@@ -76,18 +76,10 @@ class RawWebSocket:
         return json.loads(payload)
 
 
-def answer_text(events):
-    return "".join(e["delta"] for e in events if e["type"] == "response.output_text.delta")
-
-
 def reference_answer(server):
     async def main():
         async with server.connect() as ws:
-            c = Client(ws)
-            sid = await c.create_session()
-            await c.append(sid, PROMPT)
-            await c.expect("response.created", type="response.create", session_id=sid, max_output_tokens=TOKENS)
-            return await c.until_done()
+            return await Client(ws).fresh_answer(PROMPT, max_output_tokens=TOKENS)
 
     return run(main())
 
@@ -155,6 +147,6 @@ def test_a_client_that_stops_reading_is_closed_and_resumes_without_loss(tmp_path
         rest = run(resume())
         assert [e["session_seq"] for e in rest] == list(range(seqs[-1] + 1, seqs[-1] + 1 + len(rest)))
         assert rest[-1]["type"] == "response.completed" and rest[-1]["finish_reason"] == "length"
-        assert answer_text(events) + answer_text(rest) == answer_text(expected)
+        assert output_text(events) + output_text(rest) == output_text(expected)
         assert "reads too slowly" in server.log()
         assert server.stop() == 0, server.log()
