@@ -192,8 +192,7 @@ struct Bench {
   engine::Model& model;
   const tokenizer::Tokenizer& tok;
   std::filesystem::path dir;
-  int io_threads;
-  int64_t io_spin_us;
+  const ServerBenchOptions& options;  // the server's I/O threads and polling
   int db_counter = 0;
 
   Result<std::unique_ptr<RunningServer>> start(int64_t max_output_tokens) {
@@ -211,8 +210,8 @@ struct Bench {
     so.default_max_output_tokens = max_output_tokens;
     so.max_message_bytes = std::max<size_t>(so.max_message_bytes, size_t{64} << 20);  // the resume context's text
     so.emit_timestamps = true;
-    so.io_threads = io_threads;
-    so.io_spin = std::chrono::microseconds(io_spin_us);
+    so.io_threads = options.io_threads;
+    so.io_spin = std::chrono::microseconds(options.io_spin_us);
     s->srv = std::make_unique<server::Server>(*s->runtime, *s->auth, so);
     HIPPO_ASSIGN_OR_RETURN(s->port, s->srv->listen());
     s->thread = std::thread([raw = s.get()] { raw->result = raw->srv->run(); });
@@ -306,15 +305,15 @@ Result<json::object> server_side_delay(const std::string& metrics) {
 
 // The floor under the server's share on this machine: what the sink does before any server code
 // runs, a handoff from a thread that is computing (as the engine thread is when it emits a token)
-// to an idle io_context run by two other threads waiting in the reactor on a socket (as the
-// server's I/O threads do). `samples` times, one per `interval` of computing, timed from the post
+// to an idle io_context run by `io_threads` other threads waiting in the reactor on a socket (as
+// the server's I/O threads do). `samples` times, one per `interval` of computing, timed from the post
 // to the handler running. Measured alone, before the sessions stream, so it takes no CPU from them.
-json::object wake_floor(int samples, std::chrono::microseconds interval) {
+json::object wake_floor(int io_threads, int samples, std::chrono::microseconds interval) {
   net::io_context ioc;
   tcp::acceptor acceptor(ioc, tcp::endpoint(net::ip::make_address("127.0.0.1"), 0));
   acceptor.async_accept([](const beast::error_code&, tcp::socket) {});
   std::vector<std::thread> io;
-  for (int i = 0; i < 2; ++i) io.emplace_back([&] { ioc.run(); });
+  for (int i = 0; i < io_threads; ++i) io.emplace_back([&] { ioc.run(); });
   std::vector<double> delay_us(static_cast<size_t>(samples));
   std::atomic<int> done{0};
   for (int i = 0; i < samples; ++i) {
@@ -337,7 +336,7 @@ Result<json::object> bench_overhead(Bench& b, const ServerBenchOptions& o) {
   HIPPO_ASSIGN_OR_RETURN(auto s, b.start(o.tokens));
   std::vector<StreamResult> results(static_cast<size_t>(o.sessions));
   std::vector<std::thread> clients;
-  const json::object floor = wake_floor(500, std::chrono::microseconds(2000));
+  const json::object floor = wake_floor(o.io_threads, 500, std::chrono::microseconds(2000));
   const Clock::time_point start = Clock::now();
   for (int64_t i = 0; i < o.sessions; ++i)
     clients.emplace_back(stream_one, s->port, s->key, o.tokens, static_cast<uint64_t>(i), std::ref(results[static_cast<size_t>(i)]));
@@ -587,7 +586,7 @@ Status run_server_bench(const ServerBenchOptions& o, std::ostream& out) {
   const std::filesystem::path dir =
       std::filesystem::temp_directory_path() / fmt::format("hippo-bench-server-{}", std::random_device{}());
   std::filesystem::create_directories(dir, ec);
-  Bench b{*model, tok, dir, o.io_threads, o.io_spin_us};
+  Bench b{*model, tok, dir, o};
   json::object doc{{"model", o.model_dir}, {"threads", model->n_threads()}, {"io_threads", o.io_threads}, {"io_spin_us", o.io_spin_us}};
   Status status;
   auto section = [&](const std::string& name, auto fn) {
