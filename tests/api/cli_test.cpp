@@ -127,6 +127,27 @@ TEST_CASE("bench machine measures and reports as JSON", "[cli]") {
   CHECK_THAT(r.out, Catch::Contains("\"fma_flops_per_second\":"));
 }
 
+TEST_CASE("bench kernels checks its options, checks the kernels against ref and reports JSON", "[cli]") {
+  auto bad_format = run_cli({"bench", "kernels", "--format", "fp16"});
+  CHECK(bad_format.code == hippo::cli::kExitUsage);
+  CHECK_THAT(bad_format.err, Catch::Contains("--format fp16"));
+  auto bad_shape = run_cli({"bench", "kernels", "--format", "fp4", "--cols", "100"});
+  CHECK(bad_shape.code == hippo::cli::kExitUsage);
+  CHECK_THAT(bad_shape.err, Catch::Contains("fp4"));
+  CHECK(run_cli({"bench", "kernels", "--isa", "sse9"}).code == hippo::cli::kExitUsage);
+  CHECK(run_cli({"bench", "kernels", "--m", "0"}).code == hippo::cli::kExitUsage);
+  // 200 rows: the checked tail starts inside the last full fp8 block row and ends in a partial one.
+  auto r = run_cli({"bench", "kernels", "--rows", "200", "--cols", "96", "--m", "1,5", "--format", "fp8,fp4",
+                    "--threads", "1", "--repetitions", "1", "--min-time", "0", "--copies", "2", "--bandwidth-bytes",
+                    "8MiB", "--json"});
+  REQUIRE(r.code == 0);
+  CHECK_THAT(r.out, Catch::Contains("\"format\":\"fp8\",\"ggml_peer_type\":\"q8_0\",\"m\":5"));
+  CHECK_THAT(r.out, Catch::Contains("\"format\":\"fp4\",\"ggml_peer_type\":\"mxfp4\",\"m\":1"));
+  CHECK_THAT(r.out, Catch::Contains("\"copies\":2"));
+  CHECK_THAT(r.out, Catch::Contains("\"linear_isa\":"));
+  CHECK_THAT(r.out, Catch::Contains("\"bandwidth_bytes_per_array\":8388608"));
+}
+
 TEST_CASE("bad global settings are usage errors with a clear message", "[cli]") {
   auto r = run_cli({"--log-level", "loud", "chat"});
   CHECK(r.code == hippo::cli::kExitUsage);
