@@ -3,9 +3,9 @@
 // Invariant (the engine's bit-exact tests rely on it): y[i, r] depends only on x[i, :], W[r, :]
 // and the instruction set chosen at start-up, never on m, on the other rows of x, or on the
 // number of threads. So a batch of sessions equals each session alone, and a chunked prefill
-// equals a one-shot one, bit for bit. linear_impl.h keeps it by computing every y[i, r] as one
-// sequential chain acc = acc + x[i, c] * W[r, c] (one FMA where the ISA has it) over c = 0..k-1
-// from acc = 0, whatever tile, chunk of k, row block or thread it falls in.
+// equals a one-shot one, bit for bit. linear_impl.h keeps it by one reduction order that its
+// decode (m <= 4) and prefill kernels share: 16 lane-strided partial sums over k (lane l takes
+// columns l, l + 16, ..., one FMA each from 0), then a fixed tree over the 16 lanes.
 #pragma once
 
 #include "kernels/cpu/thread_pool.h"

@@ -5,19 +5,22 @@
 // on the whole file: a -mavx512f file would also compile the std:: templates it uses for AVX-512,
 // and the linker could hand those copies to every caller. Everything here has internal linkage.
 //
-// Plan: an outer-product (register-blocked GEMM) kernel, so that every y[i, r] is one sequential
-// FMA chain over c = 0..k-1, whoever computes it: the invariant of linear.h, without the
-// horizontal reductions of the old dot-product kernel that dominated for small k.
-//   - Threads take panels of kNr = 2 vectors of weight rows (and, when there are few panels, also
-//     blocks of rows of x). A panel is decoded to f32 (exact: the values of kernels/ref) kKc
-//     columns at a time, W rows at once transposed in registers into panel[c * kNr + j], 16 KB
-//     that stay in L1 while all the rows of x go past them.
-//   - tile<MR> keeps MR x 2 accumulator vectors in registers; per column c it loads the two panel
-//     vectors and adds x[i, c] * panel[c] (one FMA) to each. Between chunks the accumulators go
-//     through y unrounded, so chunking changes nothing; leftover rows use tile<rows % MR>.
-//   - m = 1 (decode) would have only two chains per panel in flight, latency-bound, so
-//     panel_row takes several panels at once and feeds the transposed blocks straight from
-//     registers into the same per-element chains.
+// The reduction order (linear.h): 16 lane chains per output, lane l summing x[c] * W[r, c] for
+// c = l, l + 16, l + 32, ... in order (one FMA each, from 0; a last step past k adds 0 * 0), then
+// one fixed tree over the 16 lanes. Both kernels below keep it, so a row's result does not depend
+// on which of them ran, nor on W (AVX2 and AVX-512 give the same bits):
+//   - decode (m <= kSmallM): dot products straight from the weight bytes. Each step decodes 16
+//     columns of NR rows into registers (exact: the values of kernels/ref) and adds them times
+//     the same 16 columns of every row of x, lane l of each vector being lane l's chain. No
+//     transposes, no buffers: the weights stream from memory once, and about 8 accumulator
+//     vectors hide the FMA latency. The tree: fold4, then reduce4 across four outputs.
+//   - prefill: an outer-product GEMM over decoded panels, one lane at a time. x is repacked once
+//     per call (pack_x) so that a tile's values for one lane are contiguous; a panel of kNr = 2W
+//     weight rows is decoded kKc columns at a time and transposed lane-major (16 KB or less, in
+//     L1); each MR-row tile then runs the panel's 16 lanes one after another, MR x 2 accumulator
+//     vectors per lane, each lane's chain the same as in the decode kernel. The 16 lane sums per
+//     output wait in a per-thread buffer between chunks and meet in the same tree (reduce_lanes,
+//     element-wise).
 #pragma once
 
 #ifndef HIPPO_LINEAR_TARGET
@@ -33,6 +36,7 @@
 #include <array>
 #include <cstring>
 #include <utility>
+#include <vector>
 
 #if defined(__x86_64__)
 #include <immintrin.h>
@@ -41,9 +45,8 @@
 namespace hippo::kernels::cpu {
 namespace {
 
-// Scalar decoders: the E8M0 scales, the tail of an FP8 block that is not a whole number of
-// vectors, and FP8/FP4 altogether for 4-lane vectors (SSE2 lacks the widening and compares that
-// make the arithmetic decoders below pay off).
+// Scalar decoders: the E8M0 scales, the tails, and FP8/FP4 altogether for 4-lane vectors (SSE2
+// lacks the widening loads and permutes that the vector decoders below are made of).
 struct DecodeTables {
   std::array<float, 256> e4m3, e8m0;
   std::array<std::array<float, 2>, 256> e2m1_pair;  // a packed byte -> {even (low nibble), odd (high nibble)}
@@ -66,40 +69,26 @@ template <int W>
 struct Simd {
   typedef float Vec __attribute__((vector_size(W * sizeof(float))));
   typedef std::uint32_t UVec __attribute__((vector_size(W * sizeof(std::uint32_t))));
+  typedef std::int32_t IVec __attribute__((vector_size(W * sizeof(std::int32_t))));
+  typedef float Vec4 __attribute__((vector_size(4 * sizeof(float))));
   static constexpr bool kVectorDecode = W >= 8;
-  static constexpr int kNr = 2 * W;                // weight rows (outputs) per panel: two vectors
-  static constexpr std::int64_t kKc = 4096 / kNr;  // columns per chunk: a panel chunk is 16 KB of f32, in L1
-  static_assert(kKc % 32 == 0 && 32 % (2 * W) == 0, "chunks and vectors must not split an FP4 scale block");
+  static constexpr int kV = 16 / W;  // vectors per 16 lanes: a step of 16 columns is Vec[kV]
+  static_assert(32 % (2 * W) == 0, "vectors must not split an FP4 scale block");
 
-  // Zero-extends W bytes to the 32-bit lanes of a UVec. The one place with intrinsics: the
-  // vector extensions have no widening load, and g++ 12 rejects __builtin_convertvector on these
-  // dependent types while its byte shuffles without AVX512BW come out as byte inserts.
-  HIPPO_LINEAR_TARGET static void widen(const std::uint8_t* src, UVec& out) {
-#if defined(__x86_64__)
-    if constexpr (W == 16) {
-      const __m512i v = _mm512_maskz_cvtepu8_epi32(0xFFFF, _mm_loadu_si128(reinterpret_cast<const __m128i*>(src)));
-      std::memcpy(&out, &v, sizeof out);
-      return;
-    } else if constexpr (W == 8) {
-      const __m256i v = _mm256_cvtepu8_epi32(_mm_loadl_epi64(reinterpret_cast<const __m128i*>(src)));
-      std::memcpy(&out, &v, sizeof out);
-      return;
-    } else if constexpr (W == 4) {
-      std::int32_t word;
-      std::memcpy(&word, src, sizeof word);
-      const __m128i zero = _mm_setzero_si128();
-      const __m128i v = _mm_unpacklo_epi16(_mm_unpacklo_epi8(_mm_cvtsi32_si128(word), zero), zero);
-      std::memcpy(&out, &v, sizeof out);
-      return;
-    }
-#endif
-    std::uint32_t lanes[W];
-    for (int t = 0; t < W; ++t) lanes[t] = src[t];
-    std::memcpy(&out, lanes, sizeof out);
+  HIPPO_LINEAR_TARGET __attribute__((always_inline)) static Vec load(const float* p) {
+    Vec v;
+    std::memcpy(&v, p, sizeof v);
+    return v;
   }
 
-  // W BF16 values to f32 (exact: the bits move up 16), as ref::bf16_to_f32.
-  HIPPO_LINEAR_TARGET static void bf16_vec(const std::uint16_t* src, float* out) {
+  HIPPO_LINEAR_TARGET __attribute__((always_inline)) static void store(float* p, Vec v) { std::memcpy(p, &v, sizeof v); }
+
+  // The vector decoders. Intrinsics only where the vector extensions have no equivalent (widening
+  // loads, variable permutes); each is bit-identical to kernels/ref's scalar decoder times the
+  // E8M0 scale, which the tests check for every code.
+
+  // W BF16 values to f32: the bits move up 16.
+  HIPPO_LINEAR_TARGET __attribute__((always_inline)) static Vec bf16_vec(const std::uint16_t* src) {
     UVec v;
 #if defined(__x86_64__)
     if constexpr (W == 16) {
@@ -117,109 +106,356 @@ struct Simd {
     for (int t = 0; t < W; ++t) lanes[t] = src[t];
     std::memcpy(&v, lanes, sizeof v);
 #endif
-    const Vec value = __builtin_bit_cast(Vec, v << 16);
-    std::memcpy(out, &value, sizeof value);
+    return __builtin_bit_cast(Vec, v << 16);
   }
 
-  // Lane t of the result is lane H * W / 2 + t / 2 of v: one lane per FP4 nibble of half H.
-  template <int H, int... T>
-  HIPPO_LINEAR_TARGET static void pairs(const UVec& v, UVec& out, std::integer_sequence<int, T...>) {
-    out = __builtin_shufflevector(v, v, (H * W / 2 + T / 2)...);
+  // W E4M3FN bytes times scale. The sign-extended byte shifted up 20 and masked puts sign,
+  // exponent and mantissa where an fp32 keeps them: as an fp32 that is exactly the E4M3 value
+  // times 2^-120 (E4M3 subnormals land on fp32 subnormals), so a multiply by 2^120 (exact) and
+  // one by the scale (rounded once, as ref's product is) finish the job. 0x7F and 0xFF are NaN
+  // (all bits set: any NaN is one).
+  HIPPO_LINEAR_TARGET __attribute__((always_inline)) static Vec fp8_vec(const std::uint8_t* src, float scale) {
+    IVec v;
+#if defined(__x86_64__)
+    if constexpr (W == 16) {
+      const __m512i wide = _mm512_maskz_cvtepi8_epi32(0xFFFF, _mm_loadu_si128(reinterpret_cast<const __m128i*>(src)));
+      std::memcpy(&v, &wide, sizeof v);
+    } else if constexpr (W == 8) {
+      const __m256i wide = _mm256_cvtepi8_epi32(_mm_loadl_epi64(reinterpret_cast<const __m128i*>(src)));
+      std::memcpy(&v, &wide, sizeof v);
+    } else
+#endif
+    {
+      std::int32_t lanes[W];
+      for (int t = 0; t < W; ++t) lanes[t] = static_cast<std::int8_t>(src[t]);
+      std::memcpy(&v, lanes, sizeof v);
+    }
+    const UVec bits = __builtin_bit_cast(UVec, v << 20) & 0x87F00000u;
+    Vec value = __builtin_bit_cast(Vec, bits);
+    value = value * 0x1p120f * scale;
+    const IVec nan = (v & 0x7F) == 0x7F;
+    return __builtin_bit_cast(Vec, __builtin_bit_cast(UVec, value) | __builtin_bit_cast(UVec, nan));
   }
 
-  // Lane t of the result is lo[t] for even t, hi[t] for odd t.
-  template <int... T>
-  HIPPO_LINEAR_TARGET static void odd_from(const UVec& lo, const UVec& hi, UVec& out, std::integer_sequence<int, T...>) {
-    out = __builtin_shufflevector(lo, hi, ((T & 1) ? W + T : T)...);
+  // For each E8M0 scale byte, the table fp4_vec permutes: 16 lanes hold all 16 codes times the
+  // scale; 8 lanes hold the magnitudes (code & 7) times the scale, with the code's bits 0-2
+  // pre-XORed into bits 28-30 so that fp4_vec's one XOR with (code << 28) both cancels them and
+  // sets the sign. Exact: the scale is a power of two.
+  struct Fp4Tables {
+    alignas(64) float entries[256][W];
+    Fp4Tables() {
+      for (int b = 0; b < 256; ++b) {
+        const float scale = ref::e8m0_to_f32(static_cast<std::uint8_t>(b));
+        for (int code = 0; code < W; ++code) {
+          const float value = ref::e2m1_to_f32(static_cast<std::uint8_t>(W == 16 ? code : code & 7)) * scale;
+          std::uint32_t bits = __builtin_bit_cast(std::uint32_t, value);
+          if (W == 8) bits ^= static_cast<std::uint32_t>(code) << 28;
+          entries[b][code] = __builtin_bit_cast(float, bits);
+        }
+      }
+    }
+  };
+
+  static const Fp4Tables& fp4_tables() {
+    static const Fp4Tables tables;
+    return tables;
   }
 
-  // W E4M3FN bytes to f32 times scale, bit-identical to ref::e4m3fn_to_f32(b) * scale: normal
-  // codes move exponent and mantissa into place and rebias (+120); a subnormal m * 2^-9 is
-  // (1 + m/8) * 2^-6 - 2^-6, exact; 0x7F is NaN; then the sign.
-  HIPPO_LINEAR_TARGET static void fp8_vec(const std::uint8_t* src, float scale, float* out) {
-    UVec v;
-    widen(src, v);
-    const UVec mag = v & 0x7Fu, placed = mag << 20;
-    const Vec subnormal = __builtin_bit_cast(Vec, placed | (121u << 23)) - 0x1p-6f;
-    UVec bits = mag >= 8u ? placed + (120u << 23) : __builtin_bit_cast(UVec, subnormal);
-    bits = mag == 0x7Fu ? UVec{} + 0x7FC00000u : bits;
-    bits |= (v & 0x80u) << 24;
-    const Vec value = __builtin_bit_cast(Vec, bits) * scale;
-    std::memcpy(out, &value, sizeof value);
+  HIPPO_LINEAR_TARGET __attribute__((always_inline)) static Vec fp4_table(const Fp4Tables& tables, std::uint8_t scale_byte) {
+    return load(tables.entries[scale_byte]);
   }
 
-  // 2W E2M1 nibbles (W bytes, low nibble first) to f32 times scale, bit-identical to
-  // ref::e2m1_to_f32(n) * scale: codes 2..7 are normal (exponent and mantissa bit into place,
-  // rebias +126), 1 is 0.5, 0 is 0; then the sign.
-  HIPPO_LINEAR_TARGET static void fp4_vecs(const std::uint8_t* src, float scale, float* out) {
-    UVec bytes;
-    widen(src, bytes);
-    fp4_half<0>(bytes, scale, out);
-    fp4_half<1>(bytes, scale, out + W);
+  // W E2M1 nibbles (W / 2 bytes, low nibble first) through the table of fp4_table: each lane
+  // shifts its nibble down from a broadcast word and picks its value with one permute.
+  HIPPO_LINEAR_TARGET __attribute__((always_inline)) static Vec fp4_vec(const std::uint8_t* src, Vec table) {
+#if defined(__x86_64__)
+    if constexpr (W == 16) {
+      const __m512i words = _mm512_maskz_permutexvar_epi32(0xFFFF, _mm512_setr_epi32(0, 0, 0, 0, 0, 0, 0, 0, 1, 1, 1, 1, 1, 1, 1, 1),
+                                                     _mm512_zextsi128_si512(_mm_loadl_epi64(reinterpret_cast<const __m128i*>(src))));
+      const __m512i nibbles = _mm512_maskz_srlv_epi32(0xFFFF, words, _mm512_setr_epi32(0, 4, 8, 12, 16, 20, 24, 28, 0, 4, 8, 12, 16, 20, 24, 28));
+      __m512 t;
+      std::memcpy(&t, &table, sizeof t);
+      const __m512 value = _mm512_maskz_permutexvar_ps(0xFFFF, nibbles, t);  // the low 4 bits index
+      Vec out;
+      std::memcpy(&out, &value, sizeof out);
+      return out;
+    } else if constexpr (W == 8) {
+      std::int32_t word;
+      std::memcpy(&word, src, sizeof word);
+      const __m256i nibbles = _mm256_srlv_epi32(_mm256_set1_epi32(word), _mm256_setr_epi32(0, 4, 8, 12, 16, 20, 24, 28));
+      __m256 t;
+      std::memcpy(&t, &table, sizeof t);
+      const __m256 magnitude = _mm256_permutevar8x32_ps(t, nibbles);  // the low 3 bits index
+      const __m256 value = _mm256_xor_ps(magnitude, _mm256_castsi256_ps(_mm256_slli_epi32(nibbles, 28)));
+      Vec out;
+      std::memcpy(&out, &value, sizeof out);
+      return out;
+    }
+#endif
+    float entries[W], lanes[W];  // the same lookup one lane at a time
+    std::memcpy(entries, &table, sizeof entries);
+    for (int t = 0; t < W; ++t) {
+      const unsigned code = (src[t / 2] >> (4 * (t & 1))) & 0xFu;
+      std::uint32_t bits = __builtin_bit_cast(std::uint32_t, entries[code % W]);
+      if (W == 8) bits ^= code << 28;
+      lanes[t] = __builtin_bit_cast(float, bits);
+    }
+    return load(lanes);
   }
 
-  template <int H>
-  HIPPO_LINEAR_TARGET static void fp4_half(const UVec& bytes, float scale, float* out) {
-    UVec v, nib;
-    pairs<H>(bytes, v, std::make_integer_sequence<int, W>{});
-    odd_from(v & 0xFu, v >> 4, nib, std::make_integer_sequence<int, W>{});
-    const UVec code = nib & 7u;
-    UVec bits = code >= 2u ? (code << 22) + (126u << 23) : (code == 1u ? UVec{} + 0x3F000000u : UVec{});
-    bits |= (nib & 8u) << 28;
-    const Vec value = __builtin_bit_cast(Vec, bits) * scale;
-    std::memcpy(out, &value, sizeof value);
-  }
-
-  // Decodes W[row, c0:c1) into out[0, c1 - c0). For FP4, c0 and c1 are multiples of 32. Inlined:
-  // for short rows (k = 32 in the tiny model's 129280-row head) a call per row costs as much as
-  // the decode.
-  HIPPO_LINEAR_TARGET __attribute__((always_inline)) static void decode_row(const WeightView& w, const DecodeTables& tables,
-                                                                           std::int64_t row, std::int64_t c0,
-                                                                           std::int64_t c1, float* out) {
+  // W[row, c0 .. c1) into out[0, c1 - c0), one value at a time: tails and odd FP8 blocks.
+  static void decode_scalar(const WeightView& w, const DecodeTables& tables, std::int64_t row, std::int64_t c0,
+                            std::int64_t c1, float* out) {
     const std::int64_t k = w.cols;
     const auto* bytes = static_cast<const std::uint8_t*>(w.data);
+    for (std::int64_t c = c0; c < c1; ++c) {
+      float v = 0;
+      switch (w.format) {
+        case WeightFormat::kF32: v = static_cast<const float*>(w.data)[row * k + c]; break;
+        case WeightFormat::kBF16: v = ref::bf16_to_f32(static_cast<const std::uint16_t*>(w.data)[row * k + c]); break;
+        case WeightFormat::kFp8Block:
+          v = tables.e4m3[bytes[row * k + c]] *
+              tables.e8m0[w.scales[(row / w.block) * ((k + w.block - 1) / w.block) + c / w.block]];
+          break;
+        case WeightFormat::kFp4Row32:
+          v = tables.e2m1_pair[bytes[row * (k / 2) + c / 2]][c & 1] * tables.e8m0[w.scales[row * (k / 32) + c / 32]];
+          break;
+      }
+      out[c - c0] = v;
+    }
+  }
+
+  // One row of W as the decode kernel walks it: its bytes, its row of E8M0 scales, and the shift
+  // from a column to its scale (FP8 blocks of 2^shift columns, at least 16; FP4: 32). shift < 0:
+  // an FP8 block that is not such a power of two, decoded one value at a time.
+  struct RowCursor {
+    const std::uint8_t* bytes;
+    const std::uint8_t* scales;
+    int shift;
+    const Fp4Tables* fp4;  // fetched once per row, not per step (a function-local static checks its guard)
+  };
+
+  static RowCursor row_cursor(const WeightView& w, std::int64_t row) {
+    const std::int64_t k = w.cols;
+    const auto* data = static_cast<const std::uint8_t*>(w.data);
+    switch (w.format) {
+      case WeightFormat::kF32: return {data + row * k * 4, nullptr, 0, nullptr};
+      case WeightFormat::kBF16: return {data + row * k * 2, nullptr, 0, nullptr};
+      case WeightFormat::kFp8Block: {
+        const bool pow2 = w.block >= 16 && (w.block & (w.block - 1)) == 0;
+        return {data + row * k, w.scales + (row / w.block) * ((k + w.block - 1) / w.block),
+                pow2 ? __builtin_ctzll(static_cast<unsigned long long>(w.block)) : -1, nullptr};
+      }
+      case WeightFormat::kFp4Row32: return {data + row * (k / 2), w.scales + row * (k / 32), 5, &fp4_tables()};
+    }
+    return {};
+  }
+
+  // Columns c .. c + 16 of W[row] (c a multiple of 16, c + 16 <= k) into out[0 .. kV); with
+  // Scalar, one value at a time (FP8 blocks that are not a power of two of at least 16 columns).
+  template <WeightFormat F, bool Scalar>
+  HIPPO_LINEAR_TARGET __attribute__((always_inline)) static void decode16(const WeightView& w, const DecodeTables& tables,
+                                                                         std::int64_t row, const RowCursor& r,
+                                                                         std::int64_t c, Vec (&out)[kV]) {
+    if constexpr (Scalar) {
+      float values[16];
+      decode_scalar(w, tables, row, c, c + 16, values);
+#pragma GCC unroll 4
+      for (int q = 0; q < kV; ++q) out[q] = load(values + q * W);
+    } else if constexpr (F == WeightFormat::kF32) {
+      const float* src = reinterpret_cast<const float*>(r.bytes) + c;
+#pragma GCC unroll 4
+      for (int q = 0; q < kV; ++q) out[q] = load(src + q * W);
+    } else if constexpr (F == WeightFormat::kBF16) {
+      const auto* src = reinterpret_cast<const std::uint16_t*>(r.bytes) + c;
+#pragma GCC unroll 4
+      for (int q = 0; q < kV; ++q) out[q] = bf16_vec(src + q * W);
+    } else if constexpr (F == WeightFormat::kFp8Block) {
+      static_assert(kVectorDecode, "4-lane vectors decode FP8 one value at a time");
+      const float scale = tables.e8m0[r.scales[c >> r.shift]];  // the 16 columns share one scale
+#pragma GCC unroll 4
+      for (int q = 0; q < kV; ++q) out[q] = fp8_vec(r.bytes + c + q * W, scale);
+    } else {
+      static_assert(F == WeightFormat::kFp4Row32 && kVectorDecode, "4-lane vectors decode FP4 one value at a time");
+      const Vec table = fp4_table(*r.fp4, r.scales[c >> 5]);
+#pragma GCC unroll 4
+      for (int q = 0; q < kV; ++q) out[q] = fp4_vec(r.bytes + (c + q * W) / 2, table);
+    }
+  }
+
+  // W[row, c0 .. c1) into out[0, c1 - c0), vectorised (the panels of the prefill kernel). For FP4,
+  // c0 and c1 are multiples of 32.
+  HIPPO_LINEAR_TARGET static void decode_row(const WeightView& w, const DecodeTables& tables, std::int64_t row,
+                                             std::int64_t c0, std::int64_t c1, float* out) {
+    const std::int64_t k = w.cols;
+    const auto* bytes = static_cast<const std::uint8_t*>(w.data);
+    std::int64_t c = c0;
     switch (w.format) {
       case WeightFormat::kF32:
         std::memcpy(out, static_cast<const float*>(w.data) + row * k + c0, (c1 - c0) * sizeof(float));
-        break;
+        return;
       case WeightFormat::kBF16: {
-        const auto* src = static_cast<const std::uint16_t*>(w.data) + row * k + c0;
-        std::int64_t c = 0;
-        for (; c + W <= c1 - c0; c += W) bf16_vec(src + c, out + c);
-        for (; c < c1 - c0; ++c) out[c] = ref::bf16_to_f32(src[c]);
+        const auto* src = static_cast<const std::uint16_t*>(w.data) + row * k;
+        for (; c + W <= c1; c += W) store(out + (c - c0), bf16_vec(src + c));
         break;
       }
       case WeightFormat::kFp8Block: {
-        const std::uint8_t* src = bytes + row * k;
+        if (!kVectorDecode) break;
         const std::uint8_t* scale_row = w.scales + (row / w.block) * ((k + w.block - 1) / w.block);
-        for (std::int64_t c = c0, blk = c0 / w.block; c < c1; ++blk) {
+        for (std::int64_t blk = c0 / w.block; c < c1; ++blk) {
           const std::int64_t end = std::min(c1, (blk + 1) * w.block);
           const float scale = tables.e8m0[scale_row[blk]];
-          if constexpr (kVectorDecode)
-            for (; c + W <= end; c += W) fp8_vec(src + c, scale, out + (c - c0));
-          for (; c < end; ++c) out[c - c0] = tables.e4m3[src[c]] * scale;
+          for (; c + W <= end; c += W) store(out + (c - c0), fp8_vec(bytes + row * k + c, scale));
+          decode_scalar(w, tables, row, c, end, out + (c - c0));
+          c = end;
         }
-        break;
+        return;
       }
       case WeightFormat::kFp4Row32: {
-        const std::uint8_t* src = bytes + row * (k / 2);
-        const std::uint8_t* scale_row = w.scales + row * (k / 32);
-        for (std::int64_t c = c0; c < c1; c += 2 * W) {
-          const float scale = tables.e8m0[scale_row[c / 32]];
-          if constexpr (kVectorDecode) {
-            fp4_vecs(src + c / 2, scale, out + (c - c0));
-          } else {
-            for (int j = 0; j < W; ++j) {
-              const auto& pair = tables.e2m1_pair[src[c / 2 + j]];
-              out[c - c0 + 2 * j] = pair[0] * scale;
-              out[c - c0 + 2 * j + 1] = pair[1] * scale;
-            }
-          }
+        if (!kVectorDecode) break;
+        for (; c < c1; c += 32) {
+          const Vec table = fp4_table(fp4_tables(), w.scales[row * (k / 32) + c / 32]);
+          for (int t = 0; t < 32; t += W) store(out + (c - c0 + t), fp4_vec(bytes + row * (k / 2) + (c + t) / 2, table));
         }
-        break;
+        return;
       }
     }
+    decode_scalar(w, tables, row, c, c1, out + (c - c0));
   }
+
+  // ---- the reduction tree ----
+
+  // The first two levels: s4[l] = (p[l] + p[l + 8]) + (p[l + 4] + p[l + 12]).
+  // (A template: g++ 12 drops the vector attribute of Vec from a `const Vec*` parameter.)
+  template <class V>
+  HIPPO_LINEAR_TARGET __attribute__((always_inline)) static Vec4 fold4(const V (&a)[kV]) {
+    if constexpr (W == 4) {
+      return (a[0] + a[2]) + (a[1] + a[3]);
+    } else {
+      typedef float Vec8 __attribute__((vector_size(8 * sizeof(float))));
+      Vec8 s8;
+      if constexpr (W == 8) s8 = a[0] + a[1];
+      else s8 = __builtin_shufflevector(a[0], a[0], 0, 1, 2, 3, 4, 5, 6, 7) +
+                __builtin_shufflevector(a[0], a[0], 8, 9, 10, 11, 12, 13, 14, 15);
+      return __builtin_shufflevector(s8, s8, 0, 1, 2, 3) + __builtin_shufflevector(s8, s8, 4, 5, 6, 7);
+    }
+  }
+
+  // The last two levels for four outputs at once: lane o is (s4[0] + s4[2]) + (s4[1] + s4[3]) of
+  // output o, the same sum reduce1 forms alone.
+  HIPPO_LINEAR_TARGET __attribute__((always_inline)) static Vec4 reduce4(Vec4 a, Vec4 b, Vec4 c, Vec4 d) {
+    const Vec4 ab = __builtin_shufflevector(a, b, 0, 1, 4, 5) + __builtin_shufflevector(a, b, 2, 3, 6, 7);
+    const Vec4 cd = __builtin_shufflevector(c, d, 0, 1, 4, 5) + __builtin_shufflevector(c, d, 2, 3, 6, 7);
+    return __builtin_shufflevector(ab, cd, 0, 2, 4, 6) + __builtin_shufflevector(ab, cd, 1, 3, 5, 7);
+  }
+
+  HIPPO_LINEAR_TARGET __attribute__((always_inline)) static float reduce1(Vec4 a) { return (a[0] + a[2]) + (a[1] + a[3]); }
+
+  // out[j] = the tree over the lanes of acc[j].
+  template <int N, class V>
+  HIPPO_LINEAR_TARGET __attribute__((always_inline)) static void reduce_all(const V (&acc)[N][kV], float (&out)[N]) {
+#pragma GCC unroll 8
+    for (int j = 0; j + 4 <= N; j += 4) {
+      const Vec4 s = reduce4(fold4(acc[j]), fold4(acc[j + 1]), fold4(acc[j + 2]), fold4(acc[j + 3]));
+      std::memcpy(out + j, &s, sizeof s);
+    }
+#pragma GCC unroll 4
+    for (int j = N / 4 * 4; j < N; ++j) out[j] = reduce1(fold4(acc[j]));
+  }
+
+  // ---- decode: m <= kSmallM rows of x, dot products straight from the weight bytes ----
+
+  // Rows r0 .. r0 + NR of W against the MR rows of x (row i at x + i * k; x_tail: their last
+  // k % 16 columns, zero-padded to 16 each).
+  template <WeightFormat F, bool Scalar, int MR, int NR>
+  HIPPO_LINEAR_TARGET static void dot_rows(const float* x, const float* x_tail, const WeightView& w, std::int64_t r0,
+                                           const LinearOut& y) {
+    const DecodeTables& tables = decode_tables();
+    const std::int64_t k = w.cols, full = k / 16 * 16;
+    RowCursor rows[NR];
+    for (int j = 0; j < NR; ++j) rows[j] = row_cursor(w, r0 + j);
+    Vec acc[MR][NR][kV] = {};
+    for (std::int64_t c = 0; c < full; c += 16) {
+#pragma GCC unroll 8
+      for (int j = 0; j < NR; ++j) {
+        Vec wv[kV];
+        decode16<F, Scalar>(w, tables, r0 + j, rows[j], c, wv);
+#pragma GCC unroll 8
+        for (int i = 0; i < MR; ++i)
+#pragma GCC unroll 4
+          for (int q = 0; q < kV; ++q) acc[i][j][q] += load(x + i * k + c + q * W) * wv[q];
+      }
+    }
+    if (full < k) {  // the last step: x and W zero past k
+#pragma GCC unroll 8
+      for (int j = 0; j < NR; ++j) {
+        alignas(64) float tail[16] = {};
+        decode_scalar(w, tables, r0 + j, full, k, tail);
+#pragma GCC unroll 8
+        for (int i = 0; i < MR; ++i)
+#pragma GCC unroll 4
+          for (int q = 0; q < kV; ++q) acc[i][j][q] += load(x_tail + 16 * i + q * W) * load(tail + q * W);
+      }
+    }
+#pragma GCC unroll 8
+    for (int i = 0; i < MR; ++i) {
+      float out[NR];
+      reduce_all<NR>(acc[i], out);
+      std::memcpy(y.row(i, w.rows) + r0, out, sizeof out);
+    }
+  }
+
+  // The last n % NR rows, through dot_rows of that height.
+  template <WeightFormat F, bool Scalar, int MR, int R>
+  HIPPO_LINEAR_TARGET static void dot_rows_tail(int rows, const float* x, const float* x_tail, const WeightView& w,
+                                                std::int64_t r0, const LinearOut& y) {
+    if constexpr (R > 0) {
+      if (rows == R) return dot_rows<F, Scalar, MR, R>(x, x_tail, w, r0, y);
+      dot_rows_tail<F, Scalar, MR, R - 1>(rows, x, x_tail, w, r0, y);
+    }
+  }
+
+  // Weight rows per decode step: NR * MR * kV accumulators, about 8 vectors (the FMA latency times
+  // the FMA ports), so that the chains hide one another's latency.
+  template <int MR>
+  static constexpr int kDotRows = std::max(1, 8 / (MR * kV));
+
+  template <WeightFormat F, bool Scalar, int MR>
+  HIPPO_LINEAR_TARGET static void decode_format(const float* x, const WeightView& w, const LinearOut& y, ThreadPool& pool) {
+    constexpr int NR = kDotRows<MR>;
+    const std::int64_t k = w.cols, full = k / 16 * 16;
+    alignas(64) float x_tail[MR * 16] = {};
+    for (int i = 0; i < MR; ++i) std::copy(x + i * k + full, x + (i + 1) * k, x_tail + 16 * i);
+    const std::int64_t groups = (w.rows + NR - 1) / NR;
+    pool.parallel_for(groups, [&](std::int64_t g0, std::int64_t g1) {
+      for (std::int64_t g = g0; g < g1; ++g) {
+        const std::int64_t r0 = g * NR;
+        if (r0 + NR <= w.rows) dot_rows<F, Scalar, MR, NR>(x, x_tail, w, r0, y);
+        else dot_rows_tail<F, Scalar, MR, NR - 1>(static_cast<int>(w.rows - r0), x, x_tail, w, r0, y);
+      }
+    });
+  }
+
+  template <int MR>
+  HIPPO_LINEAR_TARGET static void decode_linear(const float* x, const WeightView& w, const LinearOut& y, ThreadPool& pool) {
+    switch (w.format) {
+      case WeightFormat::kF32: return decode_format<WeightFormat::kF32, false, MR>(x, w, y, pool);
+      case WeightFormat::kBF16: return decode_format<WeightFormat::kBF16, false, MR>(x, w, y, pool);
+      case WeightFormat::kFp8Block:
+        if constexpr (kVectorDecode)
+          if (row_cursor(w, 0).shift >= 0) return decode_format<WeightFormat::kFp8Block, false, MR>(x, w, y, pool);
+        return decode_format<WeightFormat::kFp8Block, true, MR>(x, w, y, pool);
+      case WeightFormat::kFp4Row32: return decode_format<WeightFormat::kFp4Row32, !kVectorDecode, MR>(x, w, y, pool);
+    }
+  }
+
+  // ---- prefill: decoded panels, one lane at a time through register tiles ----
+
+  static constexpr int kNr = 2 * W;             // weight rows (outputs) per panel: two vectors
+  static constexpr std::int64_t kKc = 256;      // columns per chunk (a multiple of 32: FP4 scale blocks)
+  static constexpr std::int64_t kSteps = kKc / 16;
+  static constexpr std::int64_t kMc = 256;      // rows of x per task
+  static_assert(kKc % 32 == 0, "chunks must not split an FP4 scale block");
 
   // The W x W transpose in two kinds of step, each shuffle one instruction on SSE, AVX2 and
   // AVX-512 alike: a 4 x 4 transpose inside every 128-bit lane for each group of four rows
@@ -263,180 +499,178 @@ struct Simd {
     swap_lane_blocks<W / 2>(r);
   }
 
-  // Rows r0 .. r0+nr of W, columns c0 .. c0+kc, decoded (vectorised) into rows[j * stride + c]
-  // for j < R; zero for rows >= nr and up to kc rounded up to W.
+
+  // Rows r0 .. r0+nr of W, columns c0 .. c0+kc, decoded into rows[j * stride + c] for j < R;
+  // zero for rows >= nr and up to kc rounded up to 16.
   HIPPO_LINEAR_TARGET static void decode_rows(const WeightView& w, std::int64_t r0, int R, int nr, std::int64_t c0,
                                               std::int64_t kc, float* rows, std::int64_t stride) {
-    const std::int64_t kc_up = (kc + W - 1) / W * W;
+    const std::int64_t kc_up = (kc + 15) / 16 * 16;
     const DecodeTables& tables = decode_tables();
     for (int j = 0; j < R; ++j) {
       float* row = rows + j * stride;
       if (j < nr) {
         decode_row(w, tables, r0 + j, c0, c0 + kc, row);
-        if (kc < kc_up) std::fill(row + kc, row + kc_up, 0.0f);
+        std::fill(row + kc, row + kc_up, 0.0f);
       } else {
         std::fill(row, row + kc_up, 0.0f);
       }
     }
   }
 
-  // The same W columns of W rows, rows[j * stride + c] for j, c < W, transposed into r[c] (lane j).
-  HIPPO_LINEAR_TARGET static void load_transposed(const float* rows, std::int64_t stride, Vec* r) {
-#pragma GCC unroll 16
-    for (int j = 0; j < W; ++j) std::memcpy(&r[j], rows + j * stride, sizeof(Vec));
-    transpose(r);
-  }
-
-  // Accumulates MR rows of x (x[i * x_stride + c], c < kc) times a transposed panel chunk
-  // (panel[c * kNr + j]) into y[i][j], j < nr; the accumulators start at zero for
-  // the first chunk and from y after it.
-  template <int MR>
-  HIPPO_LINEAR_TARGET static void tile(const float* x, std::int64_t x_stride, const float* panel, std::int64_t kc,
-                                       float* const* y, int nr, bool first) {
-    Vec acc[MR][2];
-    for (int i = 0; i < MR; ++i) load_acc(y[i], nr, first, acc[i]);
-    for (std::int64_t c = 0; c < kc; ++c) {
-      Vec w0, w1;
-      std::memcpy(&w0, panel + c * kNr, sizeof(Vec));
-      std::memcpy(&w1, panel + c * kNr + W, sizeof(Vec));
-#pragma GCC unroll 16
-      for (int i = 0; i < MR; ++i) {
-        const float xv = x[i * x_stride + c];
-        acc[i][0] += xv * w0;
-        acc[i][1] += xv * w1;
-      }
-    }
-    for (int i = 0; i < MR; ++i) store_acc(acc[i], nr, y[i]);
-  }
-
-  // A whole panel goes straight between y and the registers; a partial one through a buffer.
-  HIPPO_LINEAR_TARGET static void load_acc(const float* y, int nr, bool first, Vec* acc) {
-    if (nr == kNr && !first) {
-      std::memcpy(&acc[0], y, sizeof(Vec));
-      std::memcpy(&acc[1], y + W, sizeof(Vec));
-      return;
-    }
-    float buf[kNr] = {};
-    if (!first) std::memcpy(buf, y, nr * sizeof(float));
-    std::memcpy(&acc[0], buf, sizeof(Vec));
-    std::memcpy(&acc[1], buf + W, sizeof(Vec));
-  }
-
-  HIPPO_LINEAR_TARGET static void store_acc(const Vec* acc, int nr, float* y) {
-    if (nr == kNr) {
-      std::memcpy(y, &acc[0], sizeof(Vec));
-      std::memcpy(y + W, &acc[1], sizeof(Vec));
-      return;
-    }
-    float buf[kNr];
-    std::memcpy(buf, &acc[0], sizeof(Vec));
-    std::memcpy(buf + W, &acc[1], sizeof(Vec));
-    std::memcpy(y, buf, nr * sizeof(float));
-  }
-
-  // The last rows % MR rows, through the tile of that height (the same per-element sequence).
-  template <int R>
-  HIPPO_LINEAR_TARGET static void tail(int rows, const float* x, std::int64_t x_stride, const float* panel, std::int64_t kc,
-                                       float* const* y, int nr, bool first) {
-    if constexpr (R > 0) {
-      if (rows == R) return tile<R>(x, x_stride, panel, kc, y, nr, first);
-      tail<R - 1>(rows, x, x_stride, panel, kc, y, nr, first);
-    }
-  }
-
-  // y[i, r0 .. r0 + nr) for rows i0 .. i1 of x: the panel chunk by chunk, each chunk decoded,
-  // transposed into panel[] and run through all the rows.
-  template <int MR>
-  HIPPO_LINEAR_TARGET static void panel_rows(const float* x, const WeightView& w, std::int64_t r0, std::int64_t i0,
-                                             std::int64_t i1, const LinearOut& y) {
-    alignas(64) float rows[kNr * kKc];
-    alignas(64) float panel[kKc * kNr];
-    const std::int64_t k = w.cols, n = w.rows;
-    const int nr = static_cast<int>(std::min<std::int64_t>(kNr, n - r0));
-    for (std::int64_t c0 = 0; c0 < k; c0 += kKc) {
-      const std::int64_t kc = std::min(kKc, k - c0);
-      decode_rows(w, r0, kNr, nr, c0, kc, rows, kKc);
-      for (std::int64_t c = 0; c < kc; c += W) {
-        for (int g = 0; g < 2; ++g) {
+  // The decoded rows (kNr x kKc) lane-major: panel[(l * kSteps + s) * kNr + j] = W[j, 16 s + l],
+  // so that lane l's chain over s reads one contiguous run.
+  HIPPO_LINEAR_TARGET static void build_panel(const float* rows, std::int64_t kc, float* panel) {
+    const std::int64_t steps = (kc + 15) / 16;
+    for (std::int64_t s = 0; s < steps; ++s) {
+      for (int g = 0; g < kNr; g += W) {      // W weight rows
+        for (int h = 0; h < 16; h += W) {     // W columns of the step
           Vec r[W];
-          load_transposed(rows + g * W * kKc + c, kKc, r);
-          for (int t = 0; t < W; ++t) std::memcpy(panel + (c + t) * kNr + g * W, &r[t], sizeof(Vec));
+#pragma GCC unroll 16
+          for (int t = 0; t < W; ++t) r[t] = load(rows + (g + t) * kKc + 16 * s + h);
+          transpose(r);  // r[u]: column 16 s + h + u of rows g .. g + W
+#pragma GCC unroll 16
+          for (int u = 0; u < W; ++u) store(panel + ((h + u) * kSteps + s) * kNr + g, r[u]);
         }
       }
-      float* out[MR];
-      std::int64_t i = i0;
-      for (; i + MR <= i1; i += MR) {
-        for (int j = 0; j < MR; ++j) out[j] = y.row(i + j, n) + r0;
-        tile<MR>(x + i * k + c0, k, panel, kc, out, nr, c0 == 0);
-      }
-      for (int j = 0; j < i1 - i; ++j) out[j] = y.row(i + j, n) + r0;
-      tail<MR - 1>(static_cast<int>(i1 - i), x + i * k + c0, k, panel, kc, out, nr, c0 == 0);
     }
   }
 
-  // A single row of x (decode) has only two FMA chains per panel, each k long: latency-bound.
-  // So it takes G panels at once (2G chains, kGroup * kNr = 64 weight rows in flight), and keeps
-  // no panel: each W x W block of decoded rows is transposed in registers and consumed at once,
-  // the chains taking turns block by block so that their latency hides under the shuffles. Every
-  // output is still the same chain as in tile<1>.
-  static constexpr int kGroup = kNr < 64 ? 64 / kNr : 1;
-  static constexpr std::int64_t kRowChunk = 128;  // columns per chunk; 32 KB of decoded rows
+  // x repacked for the lane passes: per chunk of kKc columns and tile of MR rows, lane by lane,
+  // step by step, the MR rows' values side by side (zero past m and past k), so that a lane pass
+  // reads one contiguous run. One pass over x: cheap next to the product.
+  template <int MR>
+  static std::int64_t packed_x_floats(std::int64_t m, std::int64_t k) {
+    return (k + kKc - 1) / kKc * kKc * ((m + MR - 1) / MR * MR);
+  }
 
-  template <int G>
-  HIPPO_LINEAR_TARGET static void panel_row(const float* x, const WeightView& w, std::int64_t r0, float* y) {  // y: row 0
-    constexpr int kRows = G * kNr;
-    alignas(64) float rows[kRows * kRowChunk];
-    const std::int64_t k = w.cols;
-    const int nr = static_cast<int>(std::min<std::int64_t>(kRows, w.rows - r0));
-    Vec acc[2 * G] = {};
-    for (std::int64_t c0 = 0; c0 < k; c0 += kRowChunk) {
-      const std::int64_t kc = std::min(kRowChunk, k - c0);
-      decode_rows(w, r0, kRows, nr, c0, kc, rows, kRowChunk);
-      for (std::int64_t c = 0; c < kc; c += W) {
-        const int lanes = static_cast<int>(std::min<std::int64_t>(W, kc - c));
-#pragma GCC unroll 16
-        for (int g = 0; g < 2 * G; ++g) {
-          Vec r[W];
-          load_transposed(rows + g * W * kRowChunk + c, kRowChunk, r);
-          if (lanes == W) {
-#pragma GCC unroll 16
-            for (int t = 0; t < W; ++t) acc[g] += x[c0 + c + t] * r[t];
-          } else {
-            for (int t = 0; t < lanes; ++t) acc[g] += x[c0 + c + t] * r[t];
+  template <int MR>
+  static void pack_x(const float* x, std::int64_t m, std::int64_t k, std::int64_t t0, std::int64_t t1, float* xp) {
+    const std::int64_t tiles = (m + MR - 1) / MR, chunks = (k + kKc - 1) / kKc;
+    for (std::int64_t ch = 0; ch < chunks; ++ch) {
+      for (std::int64_t t = t0; t < t1; ++t) {
+        float* out = xp + (ch * tiles + t) * kKc * MR;
+        for (int u = 0; u < MR; ++u) {
+          const std::int64_t i = t * MR + u;
+          for (std::int64_t c = 0; c < kKc; ++c) {
+            const std::int64_t col = ch * kKc + c;
+            out[((c % 16) * kSteps + c / 16) * MR + u] = i < m && col < k ? x[i * k + col] : 0.0f;
           }
         }
       }
     }
-    for (int q = 0; q < G && q * kNr < nr; ++q) store_acc(acc + 2 * q, std::min(kNr, nr - q * kNr), y + r0 + q * kNr);
+  }
+
+  // Lane l of one tile against the panel's kNr outputs, `steps` steps: each step broadcasts the
+  // MR packed values against the panel's two vectors. The accumulators start from sums.
+  template <int MR>
+  HIPPO_LINEAR_TARGET static void lane_tile(const float* xp_lane, const float* panel_lane, std::int64_t steps,
+                                            float* sums) {
+    Vec acc[MR][2];
+#pragma GCC unroll 16
+    for (int i = 0; i < MR; ++i) {
+      acc[i][0] = load(sums + i * kNr);
+      acc[i][1] = load(sums + i * kNr + W);
+    }
+    for (std::int64_t s = 0; s < steps; ++s) {
+      const Vec w0 = load(panel_lane + s * kNr), w1 = load(panel_lane + s * kNr + W);
+#pragma GCC unroll 16
+      for (int i = 0; i < MR; ++i) {
+        const float xv = xp_lane[s * MR + i];
+        acc[i][0] += xv * w0;
+        acc[i][1] += xv * w1;
+      }
+    }
+#pragma GCC unroll 16
+    for (int i = 0; i < MR; ++i) {
+      store(sums + i * kNr, acc[i][0]);
+      store(sums + i * kNr + W, acc[i][1]);
+    }
+  }
+
+  // The tree over sums[l][i][j] (MR rows of x of which R are real, nr outputs) into y[i][j]:
+  // element-wise, the same additions as fold4 / reduce4 make across the lanes of one vector.
+  template <int MR>
+  HIPPO_LINEAR_TARGET static void reduce_lanes(const float* sums, int R, int nr, float* const* y) {
+    for (int i = 0; i < R; ++i) {
+      for (int v = 0; v < 2; ++v) {
+        Vec p[16];
+#pragma GCC unroll 16
+        for (int l = 0; l < 16; ++l) p[l] = load(sums + (l * MR + i) * kNr + v * W);
+#pragma GCC unroll 8
+        for (int l = 0; l < 8; ++l) p[l] += p[l + 8];
+#pragma GCC unroll 4
+        for (int l = 0; l < 4; ++l) p[l] += p[l + 4];
+        const Vec out = (p[0] + p[2]) + (p[1] + p[3]);
+        const int n = std::min(W, nr - v * W);
+        if (n == W) store(y[i] + v * W, out);
+        else if (n > 0) std::memcpy(y[i] + v * W, &out, n * sizeof(float));
+      }
+    }
+  }
+
+  // y[tiles t0 .. t1, r0 .. r0 + kNr): chunk by chunk, the panel decoded and every tile run
+  // through it lane by lane; each tile's lane sums (16 x MR x kNr) wait in `sums` between chunks.
+  template <int MR>
+  HIPPO_LINEAR_TARGET static void gemm_panel(const float* xp, std::int64_t m, const WeightView& w, std::int64_t r0,
+                                             std::int64_t t0, std::int64_t t1, const LinearOut& y,
+                                             std::vector<float>& sums) {
+    alignas(64) float rows[kNr * kKc];
+    alignas(64) float panel[kKc * kNr];
+    const std::int64_t k = w.cols, n = w.rows, tiles = (m + MR - 1) / MR;
+    const int nr = static_cast<int>(std::min<std::int64_t>(kNr, n - r0));
+    constexpr std::int64_t kTileSums = 16 * MR * kNr;
+    sums.assign(static_cast<std::size_t>((t1 - t0) * kTileSums), 0.0f);
+    for (std::int64_t c0 = 0; c0 < k; c0 += kKc) {
+      const std::int64_t kc = std::min(kKc, k - c0), steps = (kc + 15) / 16;
+      decode_rows(w, r0, kNr, nr, c0, kc, rows, kKc);
+      build_panel(rows, kc, panel);
+      for (std::int64_t t = t0; t < t1; ++t) {
+        const float* xp_tile = xp + (c0 / kKc * tiles + t) * kKc * MR;
+        float* tile_sums = sums.data() + (t - t0) * kTileSums;
+        for (int l = 0; l < 16; ++l)
+          lane_tile<MR>(xp_tile + l * kSteps * MR, panel + l * kSteps * kNr, steps, tile_sums + l * MR * kNr);
+        if (c0 + kc == k) {
+          const int R = static_cast<int>(std::min<std::int64_t>(MR, m - t * MR));
+          float* out[MR];
+          for (int u = 0; u < R; ++u) out[u] = y.row(t * MR + u, n) + r0;
+          reduce_lanes<MR>(tile_sums, R, nr, out);
+        }
+      }
+    }
   }
 };
 
-// W lanes per vector, MR rows of x per tile.
+// Rows of x up to which linear() takes the decode kernel.
+constexpr std::int64_t kSmallM = 4;
+
+// W lanes per vector; prefill tiles of MR rows of x.
 template <int W, int MR>
 void linear_impl(const float* x, std::int64_t m, const WeightView& w, const LinearOut& y, ThreadPool& pool) {
   using S = Simd<W>;
+  static_assert(kSmallM == 4, "the switch below covers m = 1 .. kSmallM");
+  switch (m) {
+    case 1: return S::template decode_linear<1>(x, w, y, pool);
+    case 2: return S::template decode_linear<2>(x, w, y, pool);
+    case 3: return S::template decode_linear<3>(x, w, y, pool);
+    case 4: return S::template decode_linear<4>(x, w, y, pool);
+    default: break;
+  }
   const std::int64_t n_panels = (w.rows + S::kNr - 1) / S::kNr;
-  // Few panels (small n) and many rows of x: split the rows too, in blocks of at least 32 rows
-  // (so a panel decoded once per block costs little). Tasks run panel-major, so a thread's
-  // contiguous range of tasks covers, per panel, one contiguous range of rows.
-  const std::int64_t threads = pool.size();
-  std::int64_t row_blocks = 1;
-  if (threads > 1 && n_panels < 2 * threads)
-    row_blocks = std::max<std::int64_t>(1, std::min((2 * threads + n_panels - 1) / n_panels, m / 32));
-  const std::int64_t block_rows = ((m + row_blocks - 1) / row_blocks + MR - 1) / MR * MR;
-  pool.parallel_for(n_panels * row_blocks, [&](std::int64_t t_begin, std::int64_t t_end) {
-    if (m == 1) {  // row_blocks is 1: tasks are panels
-      std::int64_t p = t_begin;
-      float* const y0 = y.row(0, w.rows);
-      for (; p + S::kGroup <= t_end; p += S::kGroup) S::template panel_row<S::kGroup>(x, w, p * S::kNr, y0);
-      for (; p < t_end; ++p) S::template panel_row<1>(x, w, p * S::kNr, y0);
-      return;
-    }
-    for (std::int64_t p = t_begin / row_blocks; p * row_blocks < t_end; ++p) {
-      const std::int64_t b_begin = std::max(t_begin, p * row_blocks) - p * row_blocks;
-      const std::int64_t b_end = std::min(t_end, (p + 1) * row_blocks) - p * row_blocks;
-      const std::int64_t i0 = std::min(m, b_begin * block_rows), i1 = std::min(m, b_end * block_rows);
-      if (i0 < i1) S::template panel_rows<MR>(x, w, p * S::kNr, i0, i1, y);
+  const std::int64_t tiles = (m + MR - 1) / MR, tiles_per_block = S::kMc / MR;
+  const std::int64_t blocks = (tiles + tiles_per_block - 1) / tiles_per_block;
+  // The caller's thread's buffer (a lambda on a worker thread would name that thread's own).
+  thread_local std::vector<float> packed;
+  packed.resize(static_cast<std::size_t>(S::template packed_x_floats<MR>(m, w.cols)));
+  float* const xp = packed.data();
+  pool.parallel_for(tiles, [&](std::int64_t t0, std::int64_t t1) { S::template pack_x<MR>(x, m, w.cols, t0, t1, xp); });
+  // Tasks run panel-major: a thread's contiguous range covers, per panel, a contiguous range of
+  // row blocks.
+  pool.parallel_for(n_panels * blocks, [&](std::int64_t t_begin, std::int64_t t_end) {
+    thread_local std::vector<float> sums;
+    for (std::int64_t t = t_begin; t < t_end; ++t) {
+      const std::int64_t p = t / blocks, b = t % blocks;
+      S::template gemm_panel<MR>(xp, m, w, p * S::kNr, b * tiles_per_block,
+                                 std::min(tiles, (b + 1) * tiles_per_block), y, sums);
     }
   });
 }
