@@ -199,6 +199,11 @@ void quiet_log(ggml_log_level level, const char* text, void*) {
   last_shown = show;
 }
 
+double load_average() {
+  double load[1] = {0};
+  return getloadavg(load, 1) == 1 ? load[0] : -1.0;
+}
+
 double now_s() {
   return std::chrono::duration<double>(std::chrono::steady_clock::now().time_since_epoch()).count();
 }
@@ -347,12 +352,12 @@ int main(int argc, char** argv) {
           "{\"peer\":\"ggml\",\"ggml_commit\":%s,\"backend\":\"CPU\",\"cpu_features\":%s,\"buffer\":%s,"
           "\"type\":%s,\"rows\":%lld,\"cols\":%lld,\"m\":%lld,\"threads\":%d,\"copies\":%d,\"l3_bytes\":%llu,"
           "\"weight_bytes\":%.0f,\"ms_per_call\":%.6g,\"weight_gb_per_s\":%.6g,\"gflop_per_s\":%.6g,"
-          "\"calls\":%lld,\"repetitions\":%d,\"max_normalised_error\":%.3g}\n",
+          "\"calls\":%lld,\"repetitions\":%d,\"max_normalised_error\":%.3g,\"load_average\":%.2f}\n",
           json_string(o.ggml_commit).c_str(), json_string(features).c_str(), json_string(buffer_used).c_str(),
           json_string(type_name).c_str(), static_cast<long long>(o.rows), static_cast<long long>(o.cols),
           static_cast<long long>(m), o.threads, copies, static_cast<unsigned long long>(l3), weight_bytes,
           best * 1e3, weight_bytes / best / 1e9, flops / best / 1e9, static_cast<long long>(calls_in_best),
-          o.repetitions, worst);
+          o.repetitions, worst, load_average());
       std::fflush(stdout);
       ggml_backend_buffer_free(io);
       ggml_free(ctx);
