@@ -4,7 +4,7 @@
 // and the instruction set chosen at start-up, never on m, on the other rows of x, or on the
 // number of threads. So a batch of sessions equals each session alone, and a chunked prefill
 // equals a one-shot one, bit for bit. linear_impl.h keeps it by one reduction order that its
-// decode (m <= 4) and prefill kernels share: 16 lane-strided partial sums over k (lane l takes
+// decode (m <= 8) and prefill kernels share: 16 lane-strided partial sums over k (lane l takes
 // columns l, l + 16, ..., one FMA each from 0), then a fixed tree over the 16 lanes.
 #pragma once
 

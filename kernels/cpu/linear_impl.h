@@ -9,7 +9,7 @@
 // c = l, l + 16, l + 32, ... in order (one FMA each, from 0; a last step past k adds 0 * 0), then
 // one fixed tree over the 16 lanes. Both kernels below keep it, so a row's result does not depend
 // on which of them ran, nor on W (AVX2 and AVX-512 give the same bits):
-//   - decode (m <= kSmallM): dot products straight from the weight bytes. Each step decodes 16
+//   - decode (m <= kSmallM = 8): dot products straight from the weight bytes. Each step decodes 16
 //     columns of NR rows into registers (exact: the values of kernels/ref) and adds them times
 //     the same 16 columns of every row of x, lane l of each vector being lane l's chain. No
 //     transposes, no buffers: the weights stream from memory once, and about 8 accumulator
@@ -420,18 +420,32 @@ struct Simd {
   template <int MR>
   static constexpr int kDotRows = std::max(1, 8 / (MR * kV));
 
+  // NR rows of W (fewer at the end) against rows 0 .. MA of x, then the same rows of W (now in
+  // L1) against rows MA .. MA + MB: up to 8 rows of x read the weights from memory once.
+  template <WeightFormat F, bool Scalar, int MA, int MB, int NR>
+  HIPPO_LINEAR_TARGET static void dot_group(int nr, const float* x, const float* x_tail, const WeightView& w,
+                                            std::int64_t r0, const LinearOut& y, const LinearOut& y_b) {
+    if (nr == NR) dot_rows<F, Scalar, MA, NR>(x, x_tail, w, r0, y);
+    else dot_rows_tail<F, Scalar, MA, NR - 1>(nr, x, x_tail, w, r0, y);
+    if constexpr (MB > 0) {
+      const float* x_b = x + MA * w.cols;
+      if (nr == NR) dot_rows<F, Scalar, MB, NR>(x_b, x_tail + MA * 16, w, r0, y_b);
+      else dot_rows_tail<F, Scalar, MB, NR - 1>(nr, x_b, x_tail + MA * 16, w, r0, y_b);
+    }
+  }
+
   template <WeightFormat F, bool Scalar, int MR>
   HIPPO_LINEAR_TARGET static void decode_format(const float* x, const WeightView& w, const LinearOut& y, ThreadPool& pool) {
-    constexpr int NR = kDotRows<MR>;
+    constexpr int MA = std::min(MR, 4), MB = MR - MA, NR = kDotRows<MA>;
     const std::int64_t k = w.cols, full = k / 16 * 16;
     alignas(64) float x_tail[MR * 16] = {};
     for (int i = 0; i < MR; ++i) std::copy(x + i * k + full, x + (i + 1) * k, x_tail + 16 * i);
+    const LinearOut y_b = y.rows != nullptr ? LinearOut{nullptr, y.rows + MA} : LinearOut{y.y + MA * w.rows, nullptr};
     const std::int64_t groups = (w.rows + NR - 1) / NR;
     pool.parallel_for(groups, [&](std::int64_t g0, std::int64_t g1) {
       for (std::int64_t g = g0; g < g1; ++g) {
-        const std::int64_t r0 = g * NR;
-        if (r0 + NR <= w.rows) dot_rows<F, Scalar, MR, NR>(x, x_tail, w, r0, y);
-        else dot_rows_tail<F, Scalar, MR, NR - 1>(static_cast<int>(w.rows - r0), x, x_tail, w, r0, y);
+        const int nr = static_cast<int>(std::min<std::int64_t>(NR, w.rows - g * NR));
+        dot_group<F, Scalar, MA, MB, NR>(nr, x, x_tail, w, g * NR, y, y_b);
       }
     });
   }
@@ -641,18 +655,22 @@ struct Simd {
 };
 
 // Rows of x up to which linear() takes the decode kernel.
-constexpr std::int64_t kSmallM = 4;
+constexpr std::int64_t kSmallM = 8;
 
 // W lanes per vector; prefill tiles of MR rows of x.
 template <int W, int MR>
 void linear_impl(const float* x, std::int64_t m, const WeightView& w, const LinearOut& y, ThreadPool& pool) {
   using S = Simd<W>;
-  static_assert(kSmallM == 4, "the switch below covers m = 1 .. kSmallM");
+  static_assert(kSmallM == 8, "the switch below covers m = 1 .. kSmallM");
   switch (m) {
     case 1: return S::template decode_linear<1>(x, w, y, pool);
     case 2: return S::template decode_linear<2>(x, w, y, pool);
     case 3: return S::template decode_linear<3>(x, w, y, pool);
     case 4: return S::template decode_linear<4>(x, w, y, pool);
+    case 5: return S::template decode_linear<5>(x, w, y, pool);
+    case 6: return S::template decode_linear<6>(x, w, y, pool);
+    case 7: return S::template decode_linear<7>(x, w, y, pool);
+    case 8: return S::template decode_linear<8>(x, w, y, pool);
     default: break;
   }
   const std::int64_t n_panels = (w.rows + S::kNr - 1) / S::kNr;

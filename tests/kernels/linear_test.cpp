@@ -152,9 +152,10 @@ TEST_CASE("a row's result is bit-identical whatever the batch and the thread cou
   CHECK(std::memcmp(slice.data(), &batch[3 * n], slice.size() * sizeof(float)) == 0);
 }
 
-// The same for every ISA and format, over shapes that take every path: m = 1 (several panels at
-// once), tiles and their leftover rows, k split into chunks, partial panels, and rows of x split
-// into blocks across threads (few panels, many rows).
+// The same for every ISA and format, over shapes that take every path: the decode kernel (m <= 8,
+// a partial group of weight rows at the end), the prefill kernel's tiles and their leftover rows,
+// k split into chunks with a zero-padded last step, partial panels, and rows of x split into
+// blocks across threads (few panels, many rows).
 TEST_CASE("the bit-identical invariant holds for every ISA, format and path", "[linear]") {
   std::mt19937 rng(11);
   kernels::cpu::ThreadPool pool1(1), pool2(2), pool3(3);
@@ -190,6 +191,31 @@ TEST_CASE("the bit-identical invariant holds for every ISA, format and path", "[
       std::vector<float> slice(static_cast<std::size_t>(rows * c.n));
       REQUIRE(kernels::cpu::linear_with_isa(isa, &x[2 * c.k], rows, w.view, slice.data(), pool2).ok());
       CHECK(std::memcmp(slice.data(), &batch[2 * c.n], slice.size() * sizeof(float)) == 0);
+    }
+  }
+}
+
+// Every height of the decode kernel (m = 1 .. 8: one pass over x's rows, or two over the same
+// weight rows) and the first of the prefill kernel (m = 9) give each row what it gets alone.
+TEST_CASE("the decode kernel's every height equals each row alone", "[linear]") {
+  std::mt19937 rng(13);
+  kernels::cpu::ThreadPool pool(2);
+  const WeightFormat formats[] = {WeightFormat::kF32, WeightFormat::kBF16, WeightFormat::kFp8Block,
+                                  WeightFormat::kFp4Row32};
+  for (WeightFormat format : formats) {
+    const std::int64_t n = 29, k = format == WeightFormat::kFp4Row32 ? 288 : 283;
+    TestWeight w(format, n, k, rng);
+    const auto x = random_x(9, k, rng);
+    for (const std::string& isa : kernels::cpu::runnable_linear_isas()) {
+      std::vector<std::vector<float>> alone(9, std::vector<float>(static_cast<std::size_t>(n)));
+      for (std::int64_t i = 0; i < 9; ++i)
+        REQUIRE(kernels::cpu::linear_with_isa(isa, &x[i * k], 1, w.view, alone[i].data(), pool).ok());
+      for (std::int64_t m = 2; m <= 9; ++m) {
+        INFO(isa << " " << kernels::weight_format_name(format) << " m=" << m);
+        std::vector<float> batch(static_cast<std::size_t>(m * n));
+        REQUIRE(kernels::cpu::linear_with_isa(isa, x.data(), m, w.view, batch.data(), pool).ok());
+        for (std::int64_t i = 0; i < m; ++i) CHECK(std::memcmp(alone[i].data(), &batch[i * n], n * sizeof(float)) == 0);
+      }
     }
   }
 }
