@@ -374,8 +374,17 @@ struct Simd {
     const std::int64_t k = w.cols, full = k / 16 * 16;
     RowCursor rows[NR];
     for (int j = 0; j < NR; ++j) rows[j] = row_cursor(w, r0 + j);
+    // The hardware prefetchers stop at page boundaries, and a row is often a page or less (FP8 and
+    // FP4 at k = 4096): so each step also fetches the same place in the next group's rows, whose
+    // streams would otherwise start cold.
+    constexpr int kBits = F == WeightFormat::kF32 ? 32 : F == WeightFormat::kBF16 ? 16 : F == WeightFormat::kFp8Block ? 8 : 4;
+    constexpr std::int64_t kStepsPerLine = 64 * 8 / (16 * kBits);
+    const std::int64_t ahead = NR * (k * kBits / 8);
     Vec acc[MR][NR][kV] = {};
     for (std::int64_t c = 0; c < full; c += 16) {
+      if (c / 16 % kStepsPerLine == 0)
+#pragma GCC unroll 8
+        for (int j = 0; j < NR; ++j) __builtin_prefetch(rows[j].bytes + ahead + c * kBits / 8);
 #pragma GCC unroll 8
       for (int j = 0; j < NR; ++j) {
         Vec wv[kV];
