@@ -8,7 +8,7 @@
 # Usage:
 #   scripts/bench_ggml_peer.sh [GGML_SRC] [--rows 14336] [--cols 4096] [--m 1,512]
 #       [--types f32,bf16,q8_0,mxfp4] [--threads 2] [--buffer plain|repack|both] [--repetitions 3]
-#       [--backend-ops] [--build-dir /tmp/ggml-peer-build] [--no-build]
+#       [--backend-ops | --backend-ops-only] [--build-dir /tmp/ggml-peer-build] [--no-build]
 #   GGML_SRC may also come from the environment. Example, next to hippo's own run:
 #     git clone https://github.com/ggml-org/ggml /work/peers/ggml
 #     scripts/bench_ggml_peer.sh /work/peers/ggml --m 1,512 --threads 2 > /tmp/ggml_peer.jsonl
@@ -34,6 +34,7 @@
 # 4096 × 14336 (the transpose of hippo's default 14336 × 4096, the same bytes), n = 1..512, and it
 # uses every logical CPU, and it reuses a single W, which for mxfp4 (31 MB) may partly sit in a
 # 32 MiB L3). Its lines are converted to JSON lines with "peer":"ggml test-backend-ops".
+# --backend-ops-only runs that alone.
 #
 # Raw results are not committed: record figures in docs/BENCHMARKS.md with machine, ISA, date,
 # command and the ggml commit (printed in every line as ggml_commit).
@@ -43,7 +44,7 @@ here=$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)
 src=${GGML_SRC:-}
 build=/tmp/ggml-peer-build
 rows=14336 cols=4096 ms=1,512 types=f32,bf16,q8_0,mxfp4 threads=2 buffer=plain repetitions=3
-backend_ops=0 do_build=1
+backend_ops=0 do_build=1 peer_bench=1
 
 usage() { sed -n '2,/^set -euo/p' "${BASH_SOURCE[0]}" | sed '$d' | sed 's/^# \{0,1\}//'; }
 
@@ -58,6 +59,7 @@ while [[ $# -gt 0 ]]; do
     --repetitions) repetitions=$2; shift 2 ;;
     --build-dir) build=$2; shift 2 ;;
     --backend-ops) backend_ops=1; shift ;;
+    --backend-ops-only) backend_ops=1 peer_bench=0; shift ;;
     --no-build) do_build=0; shift ;;
     -h|--help) usage; exit 0 ;;
     -*) echo "bench_ggml_peer.sh: unknown option $1" >&2; exit 2 ;;
@@ -94,6 +96,7 @@ if [[ $do_build == 1 ]]; then
 fi
 
 for b in $buffers; do
+  [[ $peer_bench == 1 ]] || break
   extra=()
   [[ $buffer == both && $b == repack ]] && extra=(--skip-unrepacked)  # the plain pass already ran those
   "$build/bin/ggml-peer-bench" --rows "$rows" --cols "$cols" --m "$ms" --types "$types" --threads "$threads" \
