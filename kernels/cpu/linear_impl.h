@@ -49,12 +49,14 @@ namespace {
 // lacks the widening loads and permutes that the vector decoders below are made of).
 struct DecodeTables {
   std::array<float, 256> e4m3, e8m0;
+  std::array<float, 256> fp8_mult;  // 2^120 times the E8M0 scale where that is finite, else 0 (see fp8_vec)
   std::array<std::array<float, 2>, 256> e2m1_pair;  // a packed byte -> {even (low nibble), odd (high nibble)}
   DecodeTables() {
     for (int b = 0; b < 256; ++b) {
       const auto byte = static_cast<std::uint8_t>(b);
       e4m3[b] = ref::e4m3fn_to_f32(byte);
       e8m0[b] = ref::e8m0_to_f32(byte);
+      fp8_mult[b] = b <= 134 ? e8m0[b] * 0x1p120f : 0.0f;
       e2m1_pair[b] = {ref::e2m1_to_f32(byte & 0xF), ref::e2m1_to_f32(static_cast<std::uint8_t>(byte >> 4))};
     }
   }
@@ -109,12 +111,12 @@ struct Simd {
     return __builtin_bit_cast(Vec, v << 16);
   }
 
-  // W E4M3FN bytes times scale. The sign-extended byte shifted up 20 and masked puts sign,
+  // W E4M3FN bytes times an E8M0 scale, for codes that are not NaN (0x7F, 0xFF) and scales of at
+  // most 2^7 (the callers check both). The sign-extended byte shifted up 20 and masked puts sign,
   // exponent and mantissa where an fp32 keeps them: as an fp32 that is exactly the E4M3 value
-  // times 2^-120 (E4M3 subnormals land on fp32 subnormals), so a multiply by 2^120 (exact) and
-  // one by the scale (rounded once, as ref's product is) finish the job. 0x7F and 0xFF are NaN
-  // (all bits set: any NaN is one).
-  HIPPO_LINEAR_TARGET __attribute__((always_inline)) static Vec fp8_vec(const std::uint8_t* src, float scale) {
+  // times 2^-120 (E4M3 subnormals land on fp32 subnormals), so one multiply by mult = 2^120 times
+  // the scale (DecodeTables::fp8_mult), rounded once as ref's product is, finishes the job.
+  HIPPO_LINEAR_TARGET __attribute__((always_inline)) static Vec fp8_vec(const std::uint8_t* src, float mult) {
     IVec v;
 #if defined(__x86_64__)
     if constexpr (W == 16) {
@@ -131,10 +133,22 @@ struct Simd {
       std::memcpy(&v, lanes, sizeof v);
     }
     const UVec bits = __builtin_bit_cast(UVec, v << 20) & 0x87F00000u;
-    Vec value = __builtin_bit_cast(Vec, bits);
-    value = value * 0x1p120f * scale;
-    const IVec nan = (v & 0x7F) == 0x7F;
-    return __builtin_bit_cast(Vec, __builtin_bit_cast(UVec, value) | __builtin_bit_cast(UVec, nan));
+    return __builtin_bit_cast(Vec, bits) * mult;
+  }
+
+  // 16 bytes at a time: lanes 0xFF where a byte is an E4M3 NaN code.
+  typedef std::uint8_t Bytes16 __attribute__((vector_size(16)));
+
+  __attribute__((always_inline)) static Bytes16 fp8_nan_lanes(const std::uint8_t* src) {
+    Bytes16 b;
+    std::memcpy(&b, src, sizeof b);
+    return (b & 0x7F) == 0x7F;
+  }
+
+  __attribute__((always_inline)) static bool any_lane(Bytes16 b) {
+    std::uint64_t half[2];
+    std::memcpy(half, &b, sizeof half);
+    return (half[0] | half[1]) != 0;
   }
 
   // For each E8M0 scale byte, the table fp4_vec permutes: 16 lanes hold all 16 codes times the
@@ -272,9 +286,10 @@ struct Simd {
       for (int q = 0; q < kV; ++q) out[q] = bf16_vec(src + q * W);
     } else if constexpr (F == WeightFormat::kFp8Block) {
       static_assert(kVectorDecode, "4-lane vectors decode FP8 one value at a time");
-      const float scale = tables.e8m0[r.scales[c >> r.shift]];  // the 16 columns share one scale
+      // The 16 columns share one scale; dot_rows checks codes and scales (fp8_vec).
+      const float mult = tables.fp8_mult[r.scales[c >> r.shift]];
 #pragma GCC unroll 4
-      for (int q = 0; q < kV; ++q) out[q] = fp8_vec(r.bytes + c + q * W, scale);
+      for (int q = 0; q < kV; ++q) out[q] = fp8_vec(r.bytes + c + q * W, mult);
     } else {
       static_assert(F == WeightFormat::kFp4Row32 && kVectorDecode, "4-lane vectors decode FP4 one value at a time");
       const Vec table = fp4_table(*r.fp4, r.scales[c >> 5]);
@@ -304,8 +319,13 @@ struct Simd {
         const std::uint8_t* scale_row = w.scales + (row / w.block) * ((k + w.block - 1) / w.block);
         for (std::int64_t blk = c0 / w.block; c < c1; ++blk) {
           const std::int64_t end = std::min(c1, (blk + 1) * w.block);
-          const float scale = tables.e8m0[scale_row[blk]];
-          for (; c + W <= end; c += W) store(out + (c - c0), fp8_vec(bytes + row * k + c, scale));
+          const float mult = tables.fp8_mult[scale_row[blk]];
+          for (; c + 16 <= end; c += 16) {  // NaN codes and scales above 2^7: ref's values one at a time
+            if (mult != 0 && !any_lane(fp8_nan_lanes(bytes + row * k + c)))
+              for (int q = 0; q < 16; q += W) store(out + (c - c0 + q), fp8_vec(bytes + row * k + c + q, mult));
+            else
+              decode_scalar(w, tables, row, c, c + 16, out + (c - c0));
+          }
           decode_scalar(w, tables, row, c, end, out + (c - c0));
           c = end;
         }
@@ -380,8 +400,18 @@ struct Simd {
     constexpr int kBits = F == WeightFormat::kF32 ? 32 : F == WeightFormat::kBF16 ? 16 : F == WeightFormat::kFp8Block ? 8 : 4;
     constexpr std::int64_t kStepsPerLine = 64 * 8 / (16 * kBits);
     const std::int64_t ahead = NR * (k * kBits / 8);
+    constexpr bool kCheckFp8 = F == WeightFormat::kFp8Block && !Scalar;
+    Bytes16 fp8_nan{};        // kCheckFp8: NaN codes seen
+    bool fp8_big_scale = false;  // kCheckFp8: a scale above 2^7 seen
     Vec acc[MR][NR][kV] = {};
     for (std::int64_t c = 0; c < full; c += 16) {
+      if constexpr (kCheckFp8) {
+#pragma GCC unroll 8
+        for (int j = 0; j < NR; ++j) {
+          fp8_nan |= fp8_nan_lanes(rows[j].bytes + c);
+          fp8_big_scale |= rows[j].scales[c >> rows[j].shift] > 134;
+        }
+      }
       if (c / 16 % kStepsPerLine == 0)
 #pragma GCC unroll 8
         for (int j = 0; j < NR; ++j) __builtin_prefetch(rows[j].bytes + ahead + c * kBits / 8);
@@ -406,6 +436,8 @@ struct Simd {
           for (int q = 0; q < kV; ++q) acc[i][j][q] += load(x_tail + 16 * i + q * W) * load(tail + q * W);
       }
     }
+    if constexpr (kCheckFp8)
+      if (any_lane(fp8_nan) || fp8_big_scale) return dot_rows<F, true, MR, NR>(x, x_tail, w, r0, y);  // rare: exactly, one value at a time
 #pragma GCC unroll 8
     for (int i = 0; i < MR; ++i) {
       float out[NR];
