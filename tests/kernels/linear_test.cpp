@@ -220,6 +220,45 @@ TEST_CASE("the decode kernel's every height equals each row alone", "[linear]") 
   }
 }
 
+// The FP8 decode kernel's fast path takes neither NaN codes nor scales above 2^7 (their 2^120 * scale
+// overflows); a group of rows with either is redone one value at a time. Both must still give
+// ref's values, in the decode and the prefill kernel alike.
+TEST_CASE("fp8 rows with NaN codes or scales above 2^7 decode as the reference does", "[linear]") {
+  std::mt19937 rng(17);
+  kernels::cpu::ThreadPool pool(2);
+  const std::int64_t n = 40, k = 96;
+  TestWeight w(WeightFormat::kFp8Block, n, k, rng);
+  w.scales[1 * 3 + 0] = 140;  // rows 32..39, columns 0..31: a scale of 2^13
+  w.scales[0 * 3 + 2] = 200;  // rows 0..31, columns 64..95: 2^73
+  w.data[5 * k + 7] = 0x7F;   // row 5: NaN
+  w.data[38 * k + 90] = 0xFF; // row 38: NaN
+  for (const std::string& isa : kernels::cpu::runnable_linear_isas()) {
+    for (std::int64_t m : {1, 3, 9}) {
+      INFO(isa << " m=" << m);
+      auto x = random_x(m, k, rng);
+      std::vector<float> got(static_cast<std::size_t>(m * n)), want(got.size());
+      REQUIRE(kernels::cpu::linear_with_isa(isa, x.data(), m, w.view, got.data(), pool).ok());
+      kernels::ref::linear(x.data(), m, w.view, want.data());
+      for (std::int64_t i = 0; i < m; ++i) {
+        for (std::int64_t r = 0; r < n; ++r) {
+          const float g = got[static_cast<std::size_t>(i * n + r)], v = want[static_cast<std::size_t>(i * n + r)];
+          if (r == 5 || r == 38) {
+            CHECK(std::isnan(g));
+            continue;
+          }
+          double magnitude = 1e-30;
+          for (std::int64_t c = 0; c < k; ++c) magnitude += std::fabs(double{x[i * k + c]} * kernels::ref::weight_at(w.view, r, c));
+          CHECK(std::fabs(double{g} - v) / magnitude < 1e-6);
+        }
+      }
+      std::vector<float> alone(static_cast<std::size_t>(n));
+      REQUIRE(kernels::cpu::linear_with_isa(isa, &x[(m - 1) * k], 1, w.view, alone.data(), pool).ok());
+      for (std::int64_t r = 0; r < n; ++r)
+        if (r != 5 && r != 38) CHECK(alone[r] == got[static_cast<std::size_t>((m - 1) * n + r)]);
+    }
+  }
+}
+
 // x = the identity picks out single weights: y[c, r] = 0 + ... + 1 * W[r, c] + 0 + ..., exactly
 // W[r, c], so each ISA's decoders (vectorised or not) must give kernels/ref's values bit for bit.
 TEST_CASE("every ISA decodes every weight exactly", "[linear]") {
