@@ -1,6 +1,8 @@
 // Validation of weight views: the one place that knows each format's shape rules.
 #include "kernels/weight_view.h"
 
+#include "base/check.h"
+
 namespace hippo::kernels {
 
 const char* weight_format_name(WeightFormat format) {
@@ -32,6 +34,29 @@ Status WeightView::validate() const {
   }
   if (scales == nullptr) return make_error(ErrorCode::kInvalidArgument, "{} weight: no scales", name);
   return {};
+}
+
+WeightView weight_rows(const WeightView& view, std::int64_t first, std::int64_t count) {
+  WeightView rows = view;
+  rows.rows = count;
+  const auto* bytes = static_cast<const std::uint8_t*>(view.data);
+  switch (view.format) {
+    case WeightFormat::kF32: rows.data = bytes + first * view.cols * 4; break;
+    case WeightFormat::kBF16: rows.data = bytes + first * view.cols * 2; break;
+    case WeightFormat::kFp8Block: {
+      HIPPO_CHECK(first % view.block == 0 && (count % view.block == 0 || first + count == view.rows),
+                  "weight_rows: FP8 blocks stay whole");
+      const std::int64_t scale_cols = (view.cols + view.block - 1) / view.block;
+      rows.data = bytes + first * view.cols;
+      rows.scales = view.scales + (first / view.block) * scale_cols;
+      break;
+    }
+    case WeightFormat::kFp4Row32:
+      rows.data = bytes + first * view.cols / 2;
+      rows.scales = view.scales + first * view.cols / 32;
+      break;
+  }
+  return rows;
 }
 
 }  // namespace hippo::kernels

@@ -31,4 +31,9 @@ struct WeightView {
   Status validate() const;
 };
 
+// Rows [first, first + count) of W as a view of their own (the grouped output projection uses one
+// per group; benchmarks check slices against kernels/ref). FP8 blocks of scales must not be cut:
+// first is a multiple of the block, and so is count unless the slice ends at the last row (checked).
+WeightView weight_rows(const WeightView& view, std::int64_t first, std::int64_t count);
+
 }  // namespace hippo::kernels

@@ -225,26 +225,6 @@ class WeightCopies {
   std::vector<WeightView> views_;
 };
 
-// Rows [begin, begin + count) of W as a view of their own; for fp8, begin is a multiple of the block.
-WeightView row_slice(const WeightView& w, std::int64_t begin, std::int64_t count) {
-  WeightView s = w;
-  s.rows = count;
-  const auto* data = static_cast<const std::uint8_t*>(w.data);
-  switch (w.format) {
-    case WeightFormat::kF32: s.data = data + begin * w.cols * 4; break;
-    case WeightFormat::kBF16: s.data = data + begin * w.cols * 2; break;
-    case WeightFormat::kFp8Block:
-      s.data = data + begin * w.cols;
-      s.scales = w.scales + (begin / w.block) * ceil_div(w.cols, w.block);
-      break;
-    case WeightFormat::kFp4Row32:
-      s.data = data + begin * w.cols / 2;
-      s.scales = w.scales + begin * w.cols / 32;
-      break;
-  }
-  return s;
-}
-
 struct Check {
   double max_error = 0;
   std::int64_t checked_outputs = 0;
@@ -269,7 +249,7 @@ Check check_against_ref(const std::vector<float>& x, std::int64_t m, const Weigh
 
   Check check;
   for (const auto& [begin, count] : ranges) {
-    const WeightView slice = row_slice(w, begin, count);
+    const WeightView slice = kernels::weight_rows(w, begin, count);
     std::vector<float> want(static_cast<std::size_t>(mx * count));
     kernels::ref::linear(xs.data(), mx, slice, want.data());
     for (std::int64_t r = 0; r < count; ++r) {

@@ -60,7 +60,7 @@ void ForwardPass::attention(const LayerWeights& lw, const std::vector<float>& u,
       std::memcpy(&group_in[static_cast<size_t>(r * group_width)], &o[static_cast<size_t>(r * H * D + g * group_width)],
                   static_cast<size_t>(group_width) * sizeof(float));
     }
-    linear(group_in.data(), rows_, weight_rows(lw.wo_a, g * ro, ro), group_out.data());
+    linear(group_in.data(), rows_, kernels::weight_rows(lw.wo_a, g * ro, ro), group_out.data());
     for (int64_t r = 0; r < rows_; ++r) {
       std::memcpy(&low_rank[static_cast<size_t>(r * G * ro + g * ro)], &group_out[static_cast<size_t>(r * ro)],
                   static_cast<size_t>(ro) * sizeof(float));

@@ -59,28 +59,6 @@ ExpertWeights expert_views(const Checkpoint& checkpoint, const std::string& pref
 
 }  // namespace
 
-WeightView weight_rows(const WeightView& view, int64_t first, int64_t count) {
-  WeightView rows = view;
-  rows.rows = count;
-  const auto* bytes = static_cast<const std::uint8_t*>(view.data);
-  switch (view.format) {
-    case WeightFormat::kF32: rows.data = bytes + first * view.cols * 4; break;
-    case WeightFormat::kBF16: rows.data = bytes + first * view.cols * 2; break;
-    case WeightFormat::kFp8Block: {
-      HIPPO_CHECK(first % view.block == 0 && count % view.block == 0, "weight_rows: FP8 blocks stay whole");
-      const int64_t scale_cols = (view.cols + view.block - 1) / view.block;
-      rows.data = bytes + first * view.cols;
-      rows.scales = view.scales + (first / view.block) * scale_cols;
-      break;
-    }
-    case WeightFormat::kFp4Row32:
-      rows.data = bytes + first * view.cols / 2;
-      rows.scales = view.scales + first * view.cols / 32;
-      break;
-  }
-  return rows;
-}
-
 ModelWeights bind_model_weights(const Checkpoint& checkpoint) {
   const TextConfig& t = checkpoint.config().text_config;
   ModelWeights w;

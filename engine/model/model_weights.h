@@ -64,9 +64,4 @@ struct ModelWeights {
 // The checkpoint must outlive the result (views point into its mappings).
 ModelWeights bind_model_weights(const Checkpoint& checkpoint);
 
-// Rows [first, first + count) of a linear's weight as a view of their own (the grouped output
-// projection uses one per group). FP8 blocks must not be cut: first and count are multiples of the
-// block (checked).
-kernels::WeightView weight_rows(const kernels::WeightView& view, int64_t first, int64_t count);
-
 }  // namespace hippo::engine

@@ -18,6 +18,9 @@ using kernels::WeightView;
 
 namespace {
 
+const WeightFormat kFormats[] = {WeightFormat::kF32, WeightFormat::kBF16, WeightFormat::kFp8Block,
+                                 WeightFormat::kFp4Row32};
+
 // Owns the bytes behind a WeightView with random but valid contents.
 struct TestWeight {
   std::vector<std::uint8_t> data, scales;
@@ -97,9 +100,7 @@ TEST_CASE("cpu linear matches the reference for every format, every tail and eve
   kernels::cpu::ThreadPool pool(3);
   const auto isas = kernels::cpu::runnable_linear_isas();
   REQUIRE(isas.back() == "generic");
-  const WeightFormat formats[] = {WeightFormat::kF32, WeightFormat::kBF16, WeightFormat::kFp8Block,
-                                  WeightFormat::kFp4Row32};
-  for (WeightFormat format : formats) {
+  for (WeightFormat format : kFormats) {
     for (std::int64_t k : {32, 64, 96, 160, 544}) {
       for (std::int64_t n : {1, 3, 4, 9, 33}) {
         for (std::int64_t m : {1, 2, 5, 8}) {
@@ -200,9 +201,7 @@ TEST_CASE("the bit-identical invariant holds for every ISA, format and path", "[
 TEST_CASE("the decode kernel's every height equals each row alone", "[linear]") {
   std::mt19937 rng(13);
   kernels::cpu::ThreadPool pool(2);
-  const WeightFormat formats[] = {WeightFormat::kF32, WeightFormat::kBF16, WeightFormat::kFp8Block,
-                                  WeightFormat::kFp4Row32};
-  for (WeightFormat format : formats) {
+  for (WeightFormat format : kFormats) {
     const std::int64_t n = 29, k = format == WeightFormat::kFp4Row32 ? 288 : 283;
     TestWeight w(format, n, k, rng);
     const auto x = random_x(9, k, rng);
@@ -264,9 +263,7 @@ TEST_CASE("fp8 rows with NaN codes or scales above 2^7 decode as the reference d
 TEST_CASE("every ISA decodes every weight exactly", "[linear]") {
   std::mt19937 rng(5);
   kernels::cpu::ThreadPool pool(2);
-  const WeightFormat formats[] = {WeightFormat::kF32, WeightFormat::kBF16, WeightFormat::kFp8Block,
-                                  WeightFormat::kFp4Row32};
-  for (WeightFormat format : formats) {
+  for (WeightFormat format : kFormats) {
     const std::int64_t n = 70, k = format == WeightFormat::kFp4Row32 ? 160 : 150;
     TestWeight w(format, n, k, rng);
     std::vector<float> eye(static_cast<std::size_t>(k * k), 0.0f), y(static_cast<std::size_t>(k * n));
@@ -279,6 +276,27 @@ TEST_CASE("every ISA decodes every weight exactly", "[linear]") {
         for (std::int64_t r = 0; r < n; ++r)
           if (y[c * n + r] != kernels::ref::weight_at(w.view, r, c)) ++wrong;  // -0 == +0: the sum drops the sign
       CHECK(wrong == 0);
+    }
+  }
+}
+
+TEST_CASE("weight_rows slices give the rows of the whole matrix", "[linear]") {
+  std::mt19937 rng(19);
+  kernels::cpu::ThreadPool pool(2);
+  for (WeightFormat format : kFormats) {
+    const std::int64_t n = 75, k = 64;  // FP8: two whole blocks of rows, then a partial one
+    TestWeight w(format, n, k, rng);
+    const auto x = random_x(3, k, rng);
+    std::vector<float> whole(static_cast<std::size_t>(3 * n));
+    kernels::cpu::linear(x.data(), 3, w.view, whole.data(), pool);
+    for (auto [first, count] : {std::pair<std::int64_t, std::int64_t>{0, 32}, {32, 32}, {64, 11}}) {
+      INFO(kernels::weight_format_name(format) << " rows " << first << " +" << count);
+      const kernels::WeightView rows = kernels::weight_rows(w.view, first, count);
+      REQUIRE(rows.validate().ok());
+      std::vector<float> part(static_cast<std::size_t>(3 * count));
+      kernels::cpu::linear(x.data(), 3, rows, part.data(), pool);
+      for (std::int64_t i = 0; i < 3; ++i)
+        CHECK(std::memcmp(&part[i * count], &whole[i * n + first], count * sizeof(float)) == 0);
     }
   }
 }
