@@ -4,6 +4,7 @@
 
 #include <algorithm>
 #include <barrier>
+#include <bit>
 #include <chrono>
 #include <cmath>
 #include <fstream>
@@ -109,19 +110,23 @@ Result<BandwidthResult> measure_memory_bandwidth(const BandwidthOptions& options
     }
   });
 
-  std::vector<double> partial_sums(static_cast<std::size_t>(n_threads));
+  // Four quarters of the thread's slice at once (one stream per thread leaves the memory system
+  // idle between the prefetcher's requests: the linear kernels, which read several weight rows at
+  // once, measured more than that "limit"), summed as integers so that the adds may vectorise.
+  std::vector<std::uint64_t> partial_sums(static_cast<std::size_t>(n_threads));
   auto read_pass = [&](int t) {
     auto [begin, end] = slice(t);
-    // Four independent sums so the adds pipeline instead of waiting on one another.
-    double s0 = 0, s1 = 0, s2 = 0, s3 = 0;
-    std::size_t i = begin;
-    for (; i + 4 <= end; i += 4) {
-      s0 += b[i];
-      s1 += b[i + 1];
-      s2 += b[i + 2];
-      s3 += b[i + 3];
+    const std::size_t quarter = (end - begin) / 4;
+    const auto* q0 = reinterpret_cast<const std::uint64_t*>(b.get() + begin);
+    const std::uint64_t *q1 = q0 + quarter, *q2 = q1 + quarter, *q3 = q2 + quarter;
+    std::uint64_t s0 = 0, s1 = 0, s2 = 0, s3 = 0;
+    for (std::size_t i = 0; i < quarter; ++i) {
+      s0 += q0[i];
+      s1 += q1[i];
+      s2 += q2[i];
+      s3 += q3[i];
     }
-    for (; i < end; ++i) s0 += b[i];
+    for (std::size_t i = begin + 4 * quarter; i < end; ++i) s0 += std::bit_cast<std::uint64_t>(b[i]);
     partial_sums[static_cast<std::size_t>(t)] = s0 + s1 + s2 + s3;
   };
   constexpr double kScale = 3.0;
@@ -139,10 +144,11 @@ Result<BandwidthResult> measure_memory_bandwidth(const BandwidthOptions& options
     best_triad = std::min(best_triad, tr);
   }
 
-  double total = 0;
-  for (double s : partial_sums) total += s;
-  if (total != static_cast<double>(n))
-    return make_error(ErrorCode::kInternal, "bandwidth probe: read pass summed {} instead of {}", total, n);
+  std::uint64_t total = 0;  // n times the bits of 1.0, modulo 2^64
+  for (std::uint64_t s : partial_sums) total += s;
+  if (total != n * std::bit_cast<std::uint64_t>(1.0))
+    return make_error(ErrorCode::kInternal, "bandwidth probe: read pass summed {:#x} instead of {:#x}", total,
+                      n * std::bit_cast<std::uint64_t>(1.0));
   for (std::size_t i = 0; i < n; i += 4099)
     if (a[i] != 1.0 + kScale * 2.0)
       return make_error(ErrorCode::kInternal, "bandwidth probe: triad wrote {} at {}", a[i], i);
