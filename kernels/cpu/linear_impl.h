@@ -45,6 +45,9 @@
 namespace hippo::kernels::cpu {
 namespace {
 
+// The largest E8M0 scale byte (2^7) for which 2^120 * scale is finite: fp8_vec's fast path.
+constexpr int kFp8MaxFastScale = 134;
+
 // Scalar decoders: the E8M0 scales, the tails, and FP8/FP4 altogether for 4-lane vectors (SSE2
 // lacks the widening loads and permutes that the vector decoders below are made of).
 struct DecodeTables {
@@ -56,7 +59,7 @@ struct DecodeTables {
       const auto byte = static_cast<std::uint8_t>(b);
       e4m3[b] = ref::e4m3fn_to_f32(byte);
       e8m0[b] = ref::e8m0_to_f32(byte);
-      fp8_mult[b] = b <= 134 ? e8m0[b] * 0x1p120f : 0.0f;
+      fp8_mult[b] = b <= kFp8MaxFastScale ? e8m0[b] * 0x1p120f : 0.0f;
       e2m1_pair[b] = {ref::e2m1_to_f32(byte & 0xF), ref::e2m1_to_f32(static_cast<std::uint8_t>(byte >> 4))};
     }
   }
@@ -400,18 +403,19 @@ struct Simd {
     constexpr int kBits = F == WeightFormat::kF32 ? 32 : F == WeightFormat::kBF16 ? 16 : F == WeightFormat::kFp8Block ? 8 : 4;
     constexpr std::int64_t kStepsPerLine = 64 * 8 / (16 * kBits);
     const std::int64_t ahead = NR * (k * kBits / 8);
+    // FP8's fast path takes neither scales above 2^7 (checked here, a row's few scale bytes) nor
+    // NaN codes (checked as the bytes pass); rows with either are done one value at a time.
     constexpr bool kCheckFp8 = F == WeightFormat::kFp8Block && !Scalar;
-    Bytes16 fp8_nan{};        // kCheckFp8: NaN codes seen
-    bool fp8_big_scale = false;  // kCheckFp8: a scale above 2^7 seen
+    if constexpr (kCheckFp8)
+      for (int j = 0; j < NR; ++j)
+        for (std::int64_t b = 0; b < (k + w.block - 1) / w.block; ++b)
+          if (rows[j].scales[b] > kFp8MaxFastScale) return dot_rows<F, true, MR, NR>(x, x_tail, w, r0, y);
+    Bytes16 fp8_nan{};  // kCheckFp8: NaN codes seen
     Vec acc[MR][NR][kV] = {};
     for (std::int64_t c = 0; c < full; c += 16) {
-      if constexpr (kCheckFp8) {
+      if constexpr (kCheckFp8)
 #pragma GCC unroll 8
-        for (int j = 0; j < NR; ++j) {
-          fp8_nan |= fp8_nan_lanes(rows[j].bytes + c);
-          fp8_big_scale |= rows[j].scales[c >> rows[j].shift] > 134;
-        }
-      }
+        for (int j = 0; j < NR; ++j) fp8_nan |= fp8_nan_lanes(rows[j].bytes + c);
       if (c / 16 % kStepsPerLine == 0)
 #pragma GCC unroll 8
         for (int j = 0; j < NR; ++j) __builtin_prefetch(rows[j].bytes + ahead + c * kBits / 8);
@@ -437,7 +441,7 @@ struct Simd {
       }
     }
     if constexpr (kCheckFp8)
-      if (any_lane(fp8_nan) || fp8_big_scale) return dot_rows<F, true, MR, NR>(x, x_tail, w, r0, y);  // rare: exactly, one value at a time
+      if (any_lane(fp8_nan)) return dot_rows<F, true, MR, NR>(x, x_tail, w, r0, y);
 #pragma GCC unroll 8
     for (int i = 0; i < MR; ++i) {
       float out[NR];
