@@ -37,6 +37,45 @@ class ProtocolError(Exception):
 # lost connection, an error event.
 CLIENT_ERRORS = (OSError, ConnectionError, websockets.WebSocketException, ProtocolError)
 
+# What a user runs, from the folder `hippo serve` runs in (the repository root after README.md's run
+# command), to start a server and to give the examples a key (examples/README.md has both).
+START_COMMAND = "build/release/hippo serve"
+KEY_COMMAND = "export HIPPO_API_KEY=$(build/release/hippo key create --tenant default --label examples)"
+
+
+def _server_message(response) -> str:
+    """The `error.message` of a refused upgrade's JSON body, or its status line."""
+    try:
+        return json.loads(bytes(response.body))["error"]["message"]
+    except (ValueError, KeyError, TypeError):
+        return response.reason_phrase or ""
+
+
+def explain(error: Exception, url: str, api_key=None) -> str:
+    """What went wrong talking to the server at url, and what to do about it."""
+    if isinstance(error, websockets.InvalidStatus):
+        status = error.response.status_code
+        said = _server_message(error.response)
+        if status == 401 and not api_key:
+            return (f"{url}: the server wants an API key (HTTP 401: {said}).\n"
+                    f"Make one, from the folder the server runs in (where its hippo.db is), and export it:\n"
+                    f"    {KEY_COMMAND}\n"
+                    f"(add --db FILE to `key create` if the server runs with --db FILE), or export the key "
+                    f"`hippo serve` printed on its first start as HIPPO_API_KEY, or pass --api-key KEY.")
+        if status == 401:
+            return (f"{url}: the server refused the API key (HTTP 401: {said}). A key works only on the server "
+                    f"whose database made it. Make one there, from the folder the server runs in:\n"
+                    f"    {KEY_COMMAND}")
+        return f"{url}: the server refused the connection: HTTP {status}" + (f": {said}" if said else "")
+    if isinstance(error, ConnectionRefusedError):
+        return (f"{url}: no server is listening there (connection refused).\n"
+                f"Start one, in another terminal from the repository root (README.md):\n"
+                f"    {START_COMMAND}\n"
+                f"or point --url (or $HIPPO_URL) at your server.")
+    if isinstance(error, OSError):
+        return f"{url}: cannot connect: {error.strerror or error}"
+    return f"{url}: {error}"
+
 
 @dataclass
 class ToolCall:
@@ -60,7 +99,8 @@ def add_connection_arguments(parser: argparse.ArgumentParser):
     parser.add_argument("--url", default=os.environ.get("HIPPO_URL", DEFAULT_URL),
                         help=f"the server's agents endpoint (default: $HIPPO_URL or {DEFAULT_URL})")
     parser.add_argument("--api-key", default=os.environ.get("HIPPO_API_KEY"),
-                        help="API key, sent as `Authorization: Bearer KEY` (default: $HIPPO_API_KEY)")
+                        help="API key, sent as `Authorization: Bearer KEY` (default: $HIPPO_API_KEY; make one where "
+                             "the server runs: build/release/hippo key create --tenant default)")
 
 
 def format_usage(usage: dict) -> str:

@@ -4,8 +4,11 @@ one worker session per part answers it, all workers at once (asyncio, spread ove
 WebSocket connections; the server batches their decoding), and the coordinator combines their
 answers in the same session, so its first turn is still in its context (usage shows it cached).
 
+    export HIPPO_API_KEY=$(build/release/hippo key create --tenant default --label examples)
     .venv/bin/python examples/multi_agent.py --url ws://127.0.0.1:8080/v1/agents --workers 3 \\
         "Plan a three-day trip to Lisbon"
+
+(from the repository root, with `build/release/hippo serve` running there: examples/README.md).
 
 With the default tiny random model the words are gibberish (and its plan rarely has usable lines,
 so the parts fall back to "part i of n"); the orchestration is real all the same.
@@ -17,7 +20,7 @@ import re
 import sys
 import time
 
-from hippo_agents import CLIENT_ERRORS, AgentsClient, add_connection_arguments, format_usage
+from hippo_agents import CLIENT_ERRORS, AgentsClient, add_connection_arguments, explain, format_usage
 
 COORDINATOR = ("You coordinate a team. Split the user's task into exactly {n} independent parts, one per line, "
                "numbered 1. to {n}. Later you combine the team's answers into one.")
@@ -91,7 +94,7 @@ def main(argv=None):
     try:
         asyncio.run(run_team(args.url, args.api_key, args.task, args.workers, args.connections, args.max_output_tokens))
     except CLIENT_ERRORS as e:
-        print(f"multi_agent: {args.url}: {e}", file=sys.stderr)
+        print(f"multi_agent: {explain(e, args.url, args.api_key)}", file=sys.stderr)
         return 1
     return 0
 

@@ -5,11 +5,13 @@ database, resume the session and go on. The context survives (the same n_tokens)
 response after the restart reports it all as cached_tokens: restored from the snapshot, not
 prefilled again.
 
-    .venv/bin/python examples/snapshot_resume.py --hippo build/release/hippo --model models/default
+    .venv/bin/python examples/snapshot_resume.py --hippo build/release/hippo
 
-It starts and stops the server itself (on a free port, in a temporary folder unless --db is given);
-without --model the server writes and serves its embedded default model (in the working folder).
-Exit status 0 when everything above held, 1 when not.
+It starts and stops the server itself, on a free port and its own database (in a temporary folder
+unless --db is given), and makes its own API key in that database with `hippo key create` (unless
+--api-key is given): $HIPPO_API_KEY, a key of another server's database, plays no part. Without
+--model the server serves the embedded default model (models/default in the working folder, which
+it writes if missing). Exit status 0 when everything above held, 1 when not.
 """
 import argparse
 import asyncio
@@ -22,6 +24,8 @@ import subprocess
 import sys
 import tempfile
 import time
+
+import websockets
 
 from hippo_agents import CLIENT_ERRORS, AgentsClient, format_usage
 
@@ -94,8 +98,9 @@ async def second_life(url, api_key, sid, out):
 
 def create_key(hippo, db, tenant="walkthrough"):
     """`hippo key create`: the key is printed once (stdout); the database keeps only its hash."""
+    env = {k: v for k, v in os.environ.items() if k != "HIPPO_JSON"}  # the bare key on stdout
     r = subprocess.run([hippo, "key", "create", "--tenant", tenant, "--label", "snapshot_resume", "--db", str(db)],
-                       capture_output=True, text=True, timeout=60)
+                       capture_output=True, text=True, timeout=60, env=env)
     if r.returncode != 0:
         raise RuntimeError(f"hippo key create failed: {r.stderr.strip()}")
     return r.stdout.strip()
@@ -146,9 +151,9 @@ def main(argv=None):
                                                                 "build/release/hippo)")
     parser.add_argument("--model", help="checkpoint folder (default: the server's embedded default model)")
     parser.add_argument("--db", help="session database (default: one in a temporary folder)")
-    parser.add_argument("--api-key", default=os.environ.get("HIPPO_API_KEY"),
-                        help="API key for the client (default: $HIPPO_API_KEY; without one, the walkthrough creates "
-                             "one with `hippo key create` in its database)")
+    # Not $HIPPO_API_KEY: that is a key of the user's own server's database, not of this one's.
+    parser.add_argument("--api-key", help="API key for the client, a key of the walkthrough's --db (default: the "
+                                          "walkthrough makes one with `hippo key create` in its database)")
     parser.add_argument("--serve-arg", action="append", default=[], help="an extra argument for `hippo serve`")
     args = parser.parse_args(argv)
     with tempfile.TemporaryDirectory(prefix="hippo-snapshot-resume-") as tmp:
@@ -156,7 +161,11 @@ def main(argv=None):
         try:
             ok, _ = run(args.hippo, args.model, db, args.api_key, args.serve_arg, log_dir=tmp)
         except (RuntimeError, *CLIENT_ERRORS) as e:
-            print(f"snapshot_resume: {e}", file=sys.stderr)
+            if args.api_key and isinstance(e, websockets.InvalidStatus) and e.response.status_code == 401:
+                print(f"snapshot_resume: the walkthrough's server refused --api-key (HTTP 401): it must be a key of "
+                      f"its database {db}; leave --api-key out and the walkthrough makes one there", file=sys.stderr)
+            else:
+                print(f"snapshot_resume: {e}", file=sys.stderr)
             return 1
     return 0 if ok else 1
 

@@ -5,8 +5,11 @@ session.create. The loop: response.create; when the response ends in tool calls
 (finish_reason "tool_calls"), run each tool and append its result as a `tool_result` input item,
 then create the next response; until the model answers in text or --max-rounds is reached.
 
+    export HIPPO_API_KEY=$(build/release/hippo key create --tenant default --label examples)
     .venv/bin/python examples/tool_agent.py --url ws://127.0.0.1:8080/v1/agents \\
         --root docs "What is 17 * 23, and which docs mention snapshots?"
+
+(from the repository root, with `build/release/hippo serve` running there: examples/README.md).
 
 The default model of `hippo serve` is a tiny checkpoint with random weights: it writes gibberish
 and rarely calls a tool, so with it the agent usually ends after one round. The tools run on their
@@ -24,7 +27,7 @@ import operator
 import pathlib
 import sys
 
-from hippo_agents import CLIENT_ERRORS, AgentsClient, add_connection_arguments, format_usage
+from hippo_agents import CLIENT_ERRORS, AgentsClient, add_connection_arguments, explain, format_usage
 
 TOOLS = [
     {"name": "calculator",
@@ -220,7 +223,7 @@ def main(argv=None):
         asyncio.run(run_agent(args.url, args.api_key, args.task, toolbox, args.max_rounds, args.max_output_tokens,
                               args.tool_choice))
     except CLIENT_ERRORS as e:
-        print(f"tool_agent: {args.url}: {e}", file=sys.stderr)
+        print(f"tool_agent: {explain(e, args.url, args.api_key)}", file=sys.stderr)
         return 1
     return 0
 

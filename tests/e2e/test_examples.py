@@ -1,5 +1,17 @@
-"""The runnable clients in examples/ against a real `hippo serve` on a tiny checkpoint: each one run
-the way examples/README.md says, and its output checked. The checkpoint's weights are random, so
+"""The runnable clients in examples/ against a real `hippo serve`.
+
+test_documented_command runs every command of examples/README.md (and every command of README.md's
+"Using it" section that invokes examples/) verbatim, through bash, in the order the page gives them,
+the way a user does after README.md's run command: from a folder laid out like the repository root
+of a fresh clone (copies of examples/ and docs/, .venv and build/release/hippo linking to the
+project's venv and to HIPPO_BIN), with a server started there by the run command's own `hippo serve`
+(it writes models/default and hippo.db there and makes the first key), and with the environment the
+page tells a user to set (its `export` lines, evaluated by bash) and no other HIPPO_* variable. The
+one change: the server listens on a free port, not 8080, and `127.0.0.1:8080` in a command is
+rewritten to that port. A command that fails (a missing file, a missing key, a drifted option) fails
+its test; each one's output is checked for its structural lines.
+
+The other tests run the examples against a tiny checkpoint of their own. Its weights are random, so
 the model's words are gibberish and it does not call tools by itself; the tool-call path is
 exercised for real on a session that awaits calls (written by HIPPO_MAKE_TOOL_SESSION, a fixture
 built from tests/agents/make_tool_session.cpp through the real store and chat encoder)."""
@@ -8,6 +20,8 @@ import json
 import os
 import pathlib
 import re
+import shlex
+import shutil
 import socket
 import subprocess
 import sys
@@ -16,7 +30,8 @@ import pytest
 
 from serve_helpers import HIPPO, Server, clean_env, make_checkpoint
 
-EXAMPLES = pathlib.Path(__file__).resolve().parents[2] / "examples"
+REPO = pathlib.Path(__file__).resolve().parents[2]
+EXAMPLES = REPO / "examples"
 sys.path.insert(0, str(EXAMPLES))
 
 import hippo_agents  # noqa: E402
@@ -44,9 +59,9 @@ def key_args(server):
     return ["--api-key", key] if key else []
 
 
-def example(name, *args):
+def example(name, *args, env=None):
     return subprocess.run([sys.executable, str(EXAMPLES / name), *args], capture_output=True, encoding="utf-8",
-                          errors="replace", env=clean_env(), timeout=TIMEOUT)
+                          errors="replace", env=clean_env(env), timeout=TIMEOUT)
 
 
 def usage_of(line):
@@ -175,9 +190,12 @@ def test_multi_agent_runs_a_coordinator_and_concurrent_workers(server):
 
 def test_snapshot_resume_survives_a_restart(checkpoint, tmp_path):
     db = tmp_path / "walkthrough.db"
-    r = example("snapshot_resume.py", "--hippo", HIPPO, "--model", str(checkpoint), "--db", str(db))
+    # An exported key is for the user's own server: the walkthrough makes its own in its database.
+    r = example("snapshot_resume.py", "--hippo", HIPPO, "--model", str(checkpoint), "--db", str(db),
+                env={"HIPPO_API_KEY": "hk_a_key_of_another_database"})
     assert r.returncode == 0, r.stdout + r.stderr
     out = r.stdout
+    assert "[key] created an API key" in out, out
     assert "FAILED" not in out and len(re.findall(r"^\[ok\] ", out, re.M)) == 4, out
     snapshot = int(re.search(r"^\[snapshot\] status \w+, n_tokens (\d+)", out, re.M)[1])
     resumed = re.search(r"^\[resumed\] status (\w+), n_tokens (\d+)", out, re.M)
@@ -197,3 +215,180 @@ def test_examples_say_clearly_when_there_is_no_server():
         r = example(name, "--url", url)
         assert r.returncode == 1, (name, r.stderr)
         assert url in r.stderr and "Traceback" not in r.stderr, r.stderr
+        # How to start one, as README.md and examples/README.md say.
+        assert "connection refused" in r.stderr and hippo_agents.START_COMMAND in r.stderr, r.stderr
+
+
+def test_examples_say_what_to_do_without_a_key(server):
+    """No key: the server answers the upgrade with 401, and the examples say which key to export and
+    how to make one (the command examples/README.md gives); a key the server does not know: that."""
+    documented = [command for _, command in doc_commands(EXAMPLES / "README.md")]
+    assert hippo_agents.KEY_COMMAND in documented and hippo_agents.START_COMMAND in documented
+    for name in ("tool_agent.py", "multi_agent.py"):
+        r = example(name, "--url", server.ws, "--max-output-tokens", "2")
+        assert r.returncode == 1, (name, r.stdout, r.stderr)
+        assert "Traceback" not in r.stderr and server.ws in r.stderr, r.stderr
+        assert "HTTP 401" in r.stderr and hippo_agents.KEY_COMMAND in r.stderr and "--api-key" in r.stderr, r.stderr
+        r = example(name, "--url", server.ws, "--max-output-tokens", "2", env={"HIPPO_API_KEY": "hk_not_a_key"})
+        assert r.returncode == 1, (name, r.stdout, r.stderr)
+        assert "Traceback" not in r.stderr and "refused the API key (HTTP 401" in r.stderr, r.stderr
+        assert hippo_agents.KEY_COMMAND in r.stderr, r.stderr
+
+
+# ---- the documented commands, verbatim ----
+
+FENCE = re.compile(r"^\s*```\s*(\w*)")
+INLINE_COMMAND = re.compile(r"`((?:\.venv/bin/python|build/release/hippo|export) [^`]+)`")
+TEST_PORT_PLACEHOLDER = "127.0.0.1:8080"
+
+
+def doc_commands(path, section=None, only=None):
+    """(line number, command) of a markdown file: each line of its ```sh blocks (a trailing backslash
+    joins the next line; comment lines skipped) and each inline code span that starts with
+    `.venv/bin/python `, `build/release/hippo ` or `export `. section: only under that `## ` heading;
+    only: only commands that contain that text."""
+    commands = []
+    fence = None
+    in_section = section is None
+    pending = None
+    for number, line in enumerate(path.read_text().splitlines(), 1):
+        m = FENCE.match(line)
+        if m:
+            fence = None if fence is not None else m[1]
+            continue
+        if fence is None:
+            if section is not None and line.startswith("## "):
+                in_section = line[3:].strip() == section
+            if in_section:
+                commands += [(number, c) for c in INLINE_COMMAND.findall(line)]
+            continue
+        if not in_section or fence not in ("sh", "bash", "shell"):
+            continue
+        if pending:
+            start, text = pending
+            text += "\n" + line
+        else:
+            start, text = number, line
+        if text.rstrip().endswith("\\"):
+            pending = (start, text)
+            continue
+        pending = None
+        if text.strip() and not text.strip().startswith("#"):
+            commands.append((start, text.strip()))
+    seen = set()
+    return [(n, c) for n, c in commands if (only is None or only in c) and not (c in seen or seen.add(c))]
+
+
+def words(command):
+    return shlex.split(command, comments=True)
+
+
+def is_server_command(command):
+    return words(command)[:2] == ["build/release/hippo", "serve"]
+
+
+def without_port(args):
+    """hippo serve's arguments without --port N (the test's server takes a free port)."""
+    out, skip = [], False
+    for a in args:
+        if skip:
+            skip = False
+        elif a == "--port":
+            skip = True
+        elif not a.startswith("--port="):
+            out.append(a)
+    return out
+
+
+def readme_serve_args():
+    """The arguments of the `hippo serve` that ends README.md's run command."""
+    text = (REPO / "README.md").read_text()
+    m = re.search(r"<!-- run-command -->\s*```sh\n(.*?)\n```", text, re.S)
+    assert m, "README.md has no <!-- run-command --> block"
+    last = m[1].split("&&")[-1].strip()
+    assert is_server_command(last), f"README.md's run command does not end by starting the server: {m[1]}"
+    return without_port(words(last)[2:])
+
+
+DOCUMENTED = ([("examples/README.md", n, c) for n, c in doc_commands(EXAMPLES / "README.md")] +
+              [("README.md", n, c) for n, c in doc_commands(REPO / "README.md", section="Using it", only="examples/")])
+RUNNABLE = [d for d in DOCUMENTED if not is_server_command(d[2]) and not d[2].startswith("export ")]
+
+
+def test_the_docs_give_a_command_for_each_example_and_start_the_readme_server():
+    assert RUNNABLE, "no commands found in examples/README.md"
+    scripts = {p.name for p in EXAMPLES.glob("*.py")} - {"hippo_agents.py"}
+    named = {pathlib.Path(w).name for _, _, c in RUNNABLE for w in words(c) if w.startswith("examples/")}
+    assert scripts <= named, f"examples without a documented command: {sorted(scripts - named)}"
+    # A server the pages start is the one README.md's run command starts.
+    for doc, number, command in DOCUMENTED:
+        if is_server_command(command):
+            assert without_port(words(command)[2:]) == readme_serve_args(), \
+                f"{doc}:{number}: {command!r} is not README.md's `hippo serve`"
+
+
+@pytest.fixture(scope="module")
+def fresh_clone(tmp_path_factory):
+    """A folder laid out like the repository root of a fresh clone after README.md's run command,
+    with its server running there (as the run command leaves it), and the environment of the
+    `export` lines of examples/README.md (evaluated by bash there, in order)."""
+    root = tmp_path_factory.mktemp("clone")
+    ignore = shutil.ignore_patterns("__pycache__")
+    shutil.copytree(EXAMPLES, root / "examples", ignore=ignore)
+    shutil.copytree(REPO / "docs", root / "docs", ignore=ignore)
+    shutil.copy(REPO / "README.md", root / "README.md")
+    (root / ".venv").symlink_to(REPO / ".venv")
+    (root / "build" / "release").mkdir(parents=True)
+    (root / "build" / "release" / "hippo").symlink_to(pathlib.Path(HIPPO).resolve())
+    with Server(root, *readme_serve_args(), make_key=False) as server:
+        env = {}
+        for number, command in doc_commands(EXAMPLES / "README.md"):
+            m = re.match(r"export ([A-Za-z_]\w*)=", command)
+            if not m:
+                continue
+            r = subprocess.run(["bash", "-c", f'{command}\nprintf %s "${m[1]}"'], cwd=root, env=clean_env(env),
+                               capture_output=True, text=True, timeout=TIMEOUT)
+            assert r.returncode == 0 and r.stdout.strip(), f"examples/README.md:{number}: {command}: {r.stderr}"
+            env[m[1]] = r.stdout
+        yield root, server, env
+        assert server.proc.poll() is None, server.log()
+        assert server.stop() == 0, server.log()
+    log = server.stderr_path.read_text()
+    assert re.search(r'tenant "?default"?', log), f"the first start made no key for tenant default: {log}"
+    assert (root / "models" / "default" / "config.json").exists() and (root / "hippo.db").exists()
+
+
+def check_example_output(argv, out):
+    """The structural lines of an example's output (the model's words are gibberish)."""
+    name = pathlib.Path(argv[1]).name if len(argv) > 1 else ""
+    option = lambda flag, default: argv[argv.index(flag) + 1] if flag in argv else default  # noqa: E731
+    if name == "tool_agent.py" and "--call" in argv:
+        tool = option("--call", "")
+        assert out.strip() and not out.startswith("error"), out
+        if tool == "search_files":
+            assert all(re.match(r"\S+:\d+: |\.\.\. and \d+ more$", line) for line in out.splitlines()), out
+        elif tool == "calculator":
+            float(out)
+    elif name == "tool_agent.py":
+        lines = out.splitlines()
+        assert re.fullmatch(r"\[session\] s_\w+", lines[0]), out
+        assert any(line.startswith("[round 1] finish ") for line in lines), out
+        assert len(re.findall(r"^\[(answer|stopped)\]", out, re.M)) == 1, out
+    elif name == "multi_agent.py":
+        workers = int(option("--workers", 3))
+        assert re.search(r"^\[coordinator\] session s_\w+$", out, re.M), out
+        assert len(re.findall(r"^\[worker \d+\] session s_\w+ on connection \d+: \d+ tokens", out, re.M)) == workers
+        assert re.search(r"^\[plan\] ", out, re.M) and re.search(r"^\[combined\] ", out, re.M), out
+    elif name == "snapshot_resume.py":
+        assert "FAILED" not in out and len(re.findall(r"^\[ok\] ", out, re.M)) == 4, out
+        assert "[server] stopped by SIGTERM: exit code 0" in out, out
+
+
+@pytest.mark.parametrize("doc,number,command", RUNNABLE, ids=[f"{d}:{n}" for d, n, _ in RUNNABLE])
+def test_documented_command(fresh_clone, doc, number, command):
+    root, server, env = fresh_clone
+    run = command.replace(TEST_PORT_PLACEHOLDER, f"127.0.0.1:{server.port}")
+    r = subprocess.run(["bash", "-c", run], cwd=root, env=clean_env(env), capture_output=True, encoding="utf-8",
+                       errors="replace", timeout=2 * TIMEOUT)
+    assert r.returncode == 0, f"{doc}:{number}: {command}\nexit {r.returncode}\n{r.stdout}\n{r.stderr}"
+    check_example_output(words(run), r.stdout)
