@@ -109,6 +109,13 @@ ALTER TABLE tenants ADD COLUMN max_sessions INTEGER;
 ALTER TABLE tenants ADD COLUMN tokens_per_minute INTEGER;
 CREATE INDEX sessions_by_tenant ON sessions(tenant_id, status);
 )sql",
+    // 4: a tenant's cap on the prompt tokens of one request (NULL: the server's default; 0: no
+    // limit), and what made a session: 'agent' (kept until deleted) or 'completion' (the temporary
+    // session of a stateless HTTP request, kept under the retention rule of `hippo session gc`).
+    R"sql(
+ALTER TABLE tenants ADD COLUMN max_prompt_tokens INTEGER;
+ALTER TABLE sessions ADD COLUMN kind TEXT NOT NULL DEFAULT 'agent';
+)sql",
 };
 
 }  // namespace

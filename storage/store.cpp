@@ -133,6 +133,7 @@ SessionInfo read_session_row(const Statement& stmt) {
   info.forked_from = stmt.column_text(5);
   info.created_at = stmt.column_int(6);
   info.updated_at = stmt.column_int(7);
+  info.kind = stmt.column_text(8);
   return info;
 }
 
@@ -146,7 +147,7 @@ Result<SessionInfo> SessionStore::create_session(const NewSession& session) {
   HIPPO_ASSIGN_OR_RETURN(
       Statement insert,
       Statement::prepare(*db_, "INSERT INTO sessions(id, tenant_id, model_fingerprint, status, settings, created_at, "
-                               "updated_at) VALUES (?, ?, ?, ?, ?, ?, ?)"));
+                               "updated_at, kind) VALUES (?, ?, ?, ?, ?, ?, ?, ?)"));
   const std::int64_t now = unix_now();
   insert.bind(1, std::string_view(id));
   if (session.tenant_id) insert.bind(2, *session.tenant_id); else insert.bind_null(2);
@@ -154,7 +155,8 @@ Result<SessionInfo> SessionStore::create_session(const NewSession& session) {
       .bind(4, std::string_view(session.status))
       .bind(5, std::string_view(session.settings))
       .bind(6, now)
-      .bind(7, now);
+      .bind(7, now)
+      .bind(8, std::string_view(session.kind));
   Status status = insert.run();
   if (status.code() == ErrorCode::kAlreadyExists)
     return make_error(ErrorCode::kAlreadyExists, "session {} already exists in {}", id, db_->path());
@@ -240,6 +242,51 @@ Status SessionStore::remove_session(std::string_view id) {
   HIPPO_RETURN_IF_ERROR(note_failure(remove.bind(1, id).run().with_context("session " + std::string(id))));
   if (db_->changes() == 0) return make_error(ErrorCode::kNotFound, "session {}: no such session in {}", id, db_->path());
   return note_failure(tx.commit().with_context("session " + std::string(id)));
+}
+
+Result<RetentionStats> SessionStore::apply_retention(std::string_view kind, const RetentionRule& rule,
+                                                    std::int64_t now) {
+  std::lock_guard lock(mutex_);
+  HIPPO_RETURN_IF_ERROR(usable());
+  if (rule.max_age_seconds <= 0 && rule.max_bytes <= 0) return RetentionStats{};
+  HIPPO_ASSIGN_OR_RETURN(Transaction tx, Transaction::begin(*db_));
+  // Newest first, with what each keeps: its log and the KV chunks it wrote.
+  HIPPO_ASSIGN_OR_RETURN(
+      Statement select,
+      Statement::prepare(*db_, "SELECT s.id, s.updated_at, "
+                               "(SELECT coalesce(sum(length(content) + length(tool_calls) + length(token_ids)), 0) "
+                               "FROM messages WHERE session_id = s.id) + "
+                               "(SELECT coalesce(sum(stored_bytes), 0) FROM kv_chunks WHERE origin_session = s.id) "
+                               "FROM sessions s WHERE s.kind = ? AND s.status = 'closed' "
+                               "ORDER BY s.updated_at DESC, s.rowid DESC"));
+  select.bind(1, kind);
+  std::vector<std::pair<std::string, std::int64_t>> expired;  // id, bytes
+  RetentionStats stats;
+  std::int64_t kept_bytes = 0;
+  for (;;) {
+    HIPPO_ASSIGN_OR_RETURN(bool row, select.step());
+    if (!row) break;
+    const std::int64_t updated_at = select.column_int(1);
+    const std::int64_t bytes = select.column_int(2);
+    const bool too_old = rule.max_age_seconds > 0 && updated_at < now - rule.max_age_seconds;
+    const bool over = rule.max_bytes > 0 && kept_bytes + bytes > rule.max_bytes;
+    if (too_old || over) {
+      expired.emplace_back(select.column_text(0), bytes);
+    } else {
+      kept_bytes += bytes;
+      ++stats.sessions_kept;
+    }
+  }
+  HIPPO_ASSIGN_OR_RETURN(Statement remove, Statement::prepare(*db_, "DELETE FROM sessions WHERE id = ?"));
+  for (const auto& [id, bytes] : expired) {
+    HIPPO_RETURN_IF_ERROR(note_failure(remove.bind(1, std::string_view(id)).run().with_context("session " + id)));
+    remove.reset();
+    ++stats.sessions_removed;
+    stats.bytes_removed += bytes;
+  }
+  stats.bytes_kept = kept_bytes;
+  HIPPO_RETURN_IF_ERROR(note_failure(tx.commit().with_context("retention of " + std::string(kind) + " sessions")));
+  return stats;
 }
 
 Result<std::int64_t> SessionStore::append_message(std::string_view session_id, const MessageRecord& message) {

@@ -88,6 +88,11 @@ struct StoreOptions {
   bool auto_checkpoint = true;
 };
 
+// What made a session (format version 4): kept until removed, or the temporary session of a
+// stateless HTTP request, removed under a retention rule (apply_retention).
+inline constexpr std::string_view kSessionKindAgent = "agent";
+inline constexpr std::string_view kSessionKindCompletion = "completion";
+
 struct SessionInfo {
   std::string id;
   std::optional<std::int64_t> tenant_id;
@@ -97,6 +102,7 @@ struct SessionInfo {
   std::string forked_from;
   std::int64_t created_at = 0;
   std::int64_t updated_at = 0;
+  std::string kind = std::string(kSessionKindAgent);
 };
 
 struct NewSession {
@@ -105,6 +111,7 @@ struct NewSession {
   std::string model_fingerprint;
   std::string settings = "{}";
   std::string status = "ready";
+  std::string kind = std::string(kSessionKindAgent);
 };
 
 struct MessageRecord {
@@ -182,6 +189,20 @@ struct VerifyReport {
   std::vector<Status> problems;  // empty: everything checked out
 };
 
+// Which closed sessions of a kind to keep: none older than max_age_seconds, and the newest ones
+// whose bytes (log + the KV chunks they wrote) add up to at most max_bytes. 0: no bound.
+struct RetentionRule {
+  std::int64_t max_age_seconds = 0;
+  std::int64_t max_bytes = 0;
+};
+
+struct RetentionStats {
+  std::int64_t sessions_removed = 0;
+  std::int64_t bytes_removed = 0;  // their logs and the chunks they wrote (shared chunks stay until gc())
+  std::int64_t sessions_kept = 0;
+  std::int64_t bytes_kept = 0;
+};
+
 struct GcStats {
   std::int64_t chunks_removed = 0;
   std::int64_t bytes_removed = 0;
@@ -191,6 +212,7 @@ struct GcStats {
 struct TenantLimits {
   std::optional<std::int64_t> max_sessions;       // sessions open (not closed) at once
   std::optional<std::int64_t> tokens_per_minute;  // input + output tokens over a sliding minute
+  std::optional<std::int64_t> max_prompt_tokens;  // prompt tokens one request may render to
 };
 
 struct TenantInfo {
@@ -275,6 +297,8 @@ class SessionStore {
   // A new session with the source's log and latest snapshot; chunks are shared, not copied (2).
   Result<SessionInfo> fork_session(std::string_view source_id, std::string_view new_id = {});
   Result<GcStats> gc();
+  // Removes the closed sessions of `kind` that `rule` does not keep (their chunks wait for gc()).
+  Result<RetentionStats> apply_retention(std::string_view kind, const RetentionRule& rule, std::int64_t now);
   // Copies committed WAL content into the database file without blocking readers or writers
   // (a passive checkpoint); the WAL file is then cut back to kWalKeepBytes.
   Status checkpoint();

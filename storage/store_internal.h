@@ -21,7 +21,7 @@ std::int64_t unix_now();
 Status configure_connection(Db& db, const StoreOptions& options, bool fresh);
 
 inline constexpr std::string_view kSessionColumns =
-    "id, tenant_id, model_fingerprint, status, settings, coalesce(forked_from, ''), created_at, updated_at";
+    "id, tenant_id, model_fingerprint, status, settings, coalesce(forked_from, ''), created_at, updated_at, kind";
 SessionInfo read_session_row(const Statement& stmt);
 
 // One row of kv_chunks as a snapshot's chunk map sees it, in stream order.

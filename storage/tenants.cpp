@@ -47,7 +47,7 @@ Result<std::string> new_api_key() {
 
 namespace {
 
-constexpr std::string_view kTenantColumns = "id, name, max_sessions, tokens_per_minute, created_at";
+constexpr std::string_view kTenantColumns = "id, name, max_sessions, tokens_per_minute, created_at, max_prompt_tokens";
 
 TenantInfo read_tenant_row(const Statement& stmt) {
   TenantInfo t;
@@ -56,6 +56,7 @@ TenantInfo read_tenant_row(const Statement& stmt) {
   if (!stmt.column_is_null(2)) t.limits.max_sessions = stmt.column_int(2);
   if (!stmt.column_is_null(3)) t.limits.tokens_per_minute = stmt.column_int(3);
   t.created_at = stmt.column_int(4);
+  if (!stmt.column_is_null(5)) t.limits.max_prompt_tokens = stmt.column_int(5);
   return t;
 }
 
@@ -131,13 +132,16 @@ Result<TenantInfo> SessionStore::ensure_tenant(std::string_view name) {
 Status SessionStore::set_tenant_limits(std::int64_t tenant_id, const TenantLimits& limits) {
   HIPPO_RETURN_IF_ERROR(check_limit("max_sessions", limits.max_sessions));
   HIPPO_RETURN_IF_ERROR(check_limit("tokens_per_minute", limits.tokens_per_minute));
+  HIPPO_RETURN_IF_ERROR(check_limit("max_prompt_tokens", limits.max_prompt_tokens));
   std::lock_guard lock(mutex_);
   HIPPO_RETURN_IF_ERROR(usable());
   HIPPO_ASSIGN_OR_RETURN(Statement update, Statement::prepare(*db_, "UPDATE tenants SET max_sessions = ?, "
-                                                                    "tokens_per_minute = ? WHERE id = ?"));
+                                                                    "tokens_per_minute = ?, max_prompt_tokens = ? "
+                                                                    "WHERE id = ?"));
   if (limits.max_sessions) update.bind(1, *limits.max_sessions); else update.bind_null(1);
   if (limits.tokens_per_minute) update.bind(2, *limits.tokens_per_minute); else update.bind_null(2);
-  update.bind(3, tenant_id);
+  if (limits.max_prompt_tokens) update.bind(3, *limits.max_prompt_tokens); else update.bind_null(3);
+  update.bind(4, tenant_id);
   HIPPO_RETURN_IF_ERROR(note_failure(update.run().with_context(fmt::format("limits of tenant {}", tenant_id))));
   if (db_->changes() == 0) return make_error(ErrorCode::kNotFound, "tenant {}: no such tenant in {}", tenant_id, db_->path());
   return {};

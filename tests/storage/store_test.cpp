@@ -97,11 +97,12 @@ TEST_CASE("the log keeps each message's token ids; a version-1 database is migra
     REQUIRE(store->append_message("s1", user).ok());
     CHECK(store->list_messages("s1").value()[0].token_ids == user.token_ids);
   }
-  {  // back to the first format: no token_ids column, no tenant limits
+  {  // back to the first format: no token_ids column, no tenant limits, no session kinds
     auto db = Db::open(path, Db::Mode::kReadWrite, 1000);
     REQUIRE(db.ok());
     REQUIRE(db->exec("DROP INDEX sessions_by_tenant; ALTER TABLE tenants DROP COLUMN max_sessions; ALTER TABLE "
-                     "tenants DROP COLUMN tokens_per_minute; ALTER TABLE messages DROP COLUMN token_ids; UPDATE meta "
+                     "tenants DROP COLUMN tokens_per_minute; ALTER TABLE tenants DROP COLUMN max_prompt_tokens; ALTER "
+                     "TABLE sessions DROP COLUMN kind; ALTER TABLE messages DROP COLUMN token_ids; UPDATE meta "
                      "SET value = '1' WHERE key = 'format_version'").ok());
   }
   auto store = open_store(path);
@@ -174,16 +175,18 @@ TEST_CASE("tenant limits: NULL is the server default and 0 no limit, open sessio
   const TenantInfo acme = store->ensure_tenant("acme").value();
   CHECK_FALSE(acme.limits.max_sessions.has_value());
   CHECK_FALSE(acme.limits.tokens_per_minute.has_value());
-  REQUIRE(store->set_tenant_limits(acme.id, {3, 0}).ok());
+  REQUIRE(store->set_tenant_limits(acme.id, {3, 0, 7}).ok());
   TenantInfo read = store->get_tenant(acme.id).value();
   CHECK(read.name == "acme");
   CHECK(read.limits.max_sessions == std::optional<std::int64_t>(3));
   CHECK(read.limits.tokens_per_minute == std::optional<std::int64_t>(0));
-  REQUIRE(store->set_tenant_limits(acme.id, {std::nullopt, 500}).ok());
+  CHECK(read.limits.max_prompt_tokens == std::optional<std::int64_t>(7));
+  REQUIRE(store->set_tenant_limits(acme.id, {std::nullopt, 500, std::nullopt}).ok());
   read = store->find_tenant("acme").value().value();
   CHECK_FALSE(read.limits.max_sessions.has_value());
   CHECK(read.limits.tokens_per_minute == std::optional<std::int64_t>(500));
-  CHECK(store->set_tenant_limits(acme.id, {-1, std::nullopt}).code() == ErrorCode::kInvalidArgument);
+  CHECK_FALSE(read.limits.max_prompt_tokens.has_value());
+  CHECK(store->set_tenant_limits(acme.id, {-1, std::nullopt, std::nullopt}).code() == ErrorCode::kInvalidArgument);
   CHECK(store->set_tenant_limits(999, {}).code() == ErrorCode::kNotFound);
   CHECK(store->get_tenant(999).status().code() == ErrorCode::kNotFound);
   CHECK_FALSE(store->find_tenant("nobody").value().has_value());
@@ -207,7 +210,7 @@ TEST_CASE("tenant limits: NULL is the server default and 0 no limit, open sessio
   CHECK_FALSE(store->find_tenant("unused").value().has_value());  // no tenant made for nothing
 }
 
-TEST_CASE("a version-2 database gets tenant limits and keeps its tenants and keys", "[storage]") {
+TEST_CASE("a version-2 database gets tenant limits and session kinds and keeps its tenants and keys", "[storage]") {
   TempDir dir;
   const std::string path = dir.file("hippo.db");
   const std::string key = "hk_test_0123456789abcdef0123";
@@ -218,11 +221,12 @@ TEST_CASE("a version-2 database gets tenant limits and keeps its tenants and key
     REQUIRE(store->add_api_key(tenant, key, "ci").ok());
     REQUIRE(store->create_session({"s1", tenant, "fp"}).ok());
   }
-  {  // back to format 2: the tenants table as it was
+  {  // back to format 2: the tenants and sessions tables as they were
     auto db = Db::open(path, Db::Mode::kReadWrite, 1000);
     REQUIRE(db.ok());
     REQUIRE(db->exec("DROP INDEX sessions_by_tenant; ALTER TABLE tenants DROP COLUMN max_sessions; ALTER TABLE "
-                     "tenants DROP COLUMN tokens_per_minute; UPDATE meta SET value = '2' WHERE key = "
+                     "tenants DROP COLUMN tokens_per_minute; ALTER TABLE tenants DROP COLUMN max_prompt_tokens; "
+                     "ALTER TABLE sessions DROP COLUMN kind; UPDATE meta SET value = '2' WHERE key = "
                      "'format_version'").ok());
   }
   {  // a read-only open cannot migrate: a clear error, nothing changed
@@ -230,17 +234,19 @@ TEST_CASE("a version-2 database gets tenant limits and keeps its tenants and key
     read_only.read_only = true;
     auto refused = SessionStore::open(path, read_only);
     CHECK(refused.status().code() == ErrorCode::kFailedPrecondition);
-    CHECK_THAT(refused.status().message(), Catch::Contains("needs migrating to 3"));
+    CHECK_THAT(refused.status().message(), Catch::Contains("needs migrating to 4"));
   }
   auto store = open_store(path);
-  CHECK(count_rows(path, "SELECT value FROM meta WHERE key = 'format_version'") == 3);
+  CHECK(count_rows(path, "SELECT value FROM meta WHERE key = 'format_version'") == 4);
+  CHECK(count_rows(path, "SELECT count(*) FROM sessions WHERE kind = 'agent'") == 1);  // what existed is kept
   CHECK(count_rows(path, "SELECT count(*) FROM sqlite_schema WHERE name = 'sessions_by_tenant'") == 1);
   CHECK(store->tenant_for_api_key(key).value() == std::optional<std::int64_t>(tenant));
   const TenantInfo read = store->get_tenant(tenant).value();
   CHECK_FALSE(read.limits.max_sessions.has_value());  // migrated tenants take the server's defaults
   CHECK_FALSE(read.limits.tokens_per_minute.has_value());
+  CHECK_FALSE(read.limits.max_prompt_tokens.has_value());
   CHECK(store->count_open_sessions(tenant).value() == 1);
-  REQUIRE(store->set_tenant_limits(tenant, {2, 100}).ok());
+  REQUIRE(store->set_tenant_limits(tenant, {2, 100, std::nullopt}).ok());
 }
 
 TEST_CASE("a snapshot restores byte-identical streams and frontier", "[storage][snapshot]") {
@@ -505,4 +511,45 @@ TEST_CASE("KvSnapshotWriter writes off the caller's thread and reports through f
   require_restores_to(*store, "a", states[0]);
   require_restores_to(*store, "b", states[1]);
   require_restores_to(*store, "c", states[2]);
+}
+
+TEST_CASE("the retention rule removes closed sessions of a kind by age and by bytes, newest kept", "[storage]") {
+  TempDir dir;
+  const std::string path = dir.file("hippo.db");
+  auto store = open_store(path);
+  auto completion = [&](const std::string& id, std::int64_t updated_at, std::size_t bytes, const char* status) {
+    NewSession s{id, std::nullopt, std::string(testing::kFingerprint)};
+    s.kind = std::string(kSessionKindCompletion);
+    REQUIRE(store->create_session(s).ok());
+    MessageRecord m{0, "user", std::string(bytes, 'x'), "", 0, 0, 0, {}};
+    REQUIRE(store->append_message(id, m).ok());
+    REQUIRE(store->set_session_status(id, status).ok());
+    auto db = Db::open(path, Db::Mode::kReadWrite, 1000);
+    REQUIRE(db->exec(fmt::format("UPDATE sessions SET updated_at = {} WHERE id = '{}'", updated_at, id)).ok());
+  };
+  make_session(*store, "agent");  // another kind: never touched
+  REQUIRE(store->set_session_status("agent", "closed").ok());
+  completion("old", 1000, 100, "closed");
+  completion("mid", 5000, 300, "closed");
+  completion("new", 6000, 300, "closed");
+  completion("open", 10, 100, "ready");  // not closed: in use, never removed
+  CHECK(store->get_session("new")->kind == kSessionKindCompletion);
+  CHECK(store->get_session("agent")->kind == kSessionKindAgent);
+
+  // No bound: nothing goes.
+  CHECK(store->apply_retention(kSessionKindCompletion, {}, 7000)->sessions_removed == 0);
+  // By age: older than 3000 s at t = 7000.
+  RetentionStats by_age = store->apply_retention(kSessionKindCompletion, {3000, 0}, 7000).value();
+  CHECK(by_age.sessions_removed == 1);
+  CHECK(by_age.bytes_removed >= 100);
+  CHECK(by_age.sessions_kept == 2);
+  CHECK(store->get_session("old").status().code() == ErrorCode::kNotFound);
+  // By bytes: the newest that fit.
+  RetentionStats by_bytes = store->apply_retention(kSessionKindCompletion, {0, 400}, 7000).value();
+  CHECK(by_bytes.sessions_removed == 1);
+  CHECK(store->get_session("mid").status().code() == ErrorCode::kNotFound);
+  CHECK(store->get_session("new").ok());
+  CHECK(store->get_session("open").ok());
+  CHECK(store->get_session("agent").ok());
+  CHECK(count_rows(path, "SELECT count(*) FROM messages WHERE session_id IN ('old', 'mid')") == 0);
 }
