@@ -128,8 +128,12 @@ Inbound Inbox::pop() {
 namespace {
 
 // Runs the io_context on this thread until its queued work is done, then makes it runnable again.
-void run_until_idle(net::io_context& ioc) {
-  ioc.run();
+// Runs handlers until the operation that sets `result` has completed: not until the context is
+// idle, since a timer the operation armed (the WebSocket handshake's 30 s) may still be pending
+// after a quick answer such as a 401.
+void run_until_done(net::io_context& ioc, const beast::error_code& result) {
+  while (result == net::error::would_block && ioc.run_one() > 0) {
+  }
   ioc.restart();
 }
 
@@ -161,7 +165,7 @@ Status connect_stream(net::io_context& ioc, const Url& url, Stream& stream, std:
   tcp_stream.expires_after(timeout);
   beast::error_code connect_ec = net::error::would_block;
   tcp_stream.async_connect(endpoints, [&](beast::error_code e, const tcp::endpoint&) { connect_ec = e; });
-  run_until_idle(ioc);
+  run_until_done(ioc, connect_ec);
   if (connect_ec) {
     return make_error(ErrorCode::kIoError, "cannot connect to {}: {} (is `hippo serve` running there?)", url.text,
                       connect_ec == beast::error::timeout ? "timed out" : connect_ec.message());
@@ -175,7 +179,7 @@ Status connect_stream(net::io_context& ioc, const Url& url, Stream& stream, std:
     tls.set_verify_callback(ssl::host_name_verification(url.host));
     beast::error_code handshake_ec = net::error::would_block;
     tls.async_handshake(ssl::stream_base::client, [&](beast::error_code e) { handshake_ec = e; });
-    run_until_idle(ioc);
+    run_until_done(ioc, handshake_ec);
     if (handshake_ec) {
       const std::string why = handshake_ec == beast::error::timeout ? "timed out" : handshake_ec.message();
       const bool untrusted = why.find("certificate verify failed") != std::string::npos;
@@ -245,7 +249,7 @@ struct Connection::Impl {
     websocket::response_type res;
     beast::error_code handshake_ec = net::error::would_block;
     ws->async_handshake(res, url.host_header(), url.target, [&](beast::error_code e) { handshake_ec = e; });
-    run_until_idle(ioc);
+    run_until_done(ioc, handshake_ec);
     if (handshake_ec == websocket::error::upgrade_declined || (handshake_ec && res.result_int() >= 300))
       return Status(ErrorCode::kIoError, refused_upgrade_message(url, res, !api_key.empty()));
     if (handshake_ec)
@@ -450,7 +454,7 @@ Result<HttpReply> http_get(const Url& url, const TlsTrust& trust, std::string_vi
     }
     http::async_read(stream, buffer, res, [&](beast::error_code re, size_t) { result = re; });
   });
-  ioc.run();
+  run_until_done(ioc, result);
   if (result) {
     return make_error(ErrorCode::kIoError, "GET {} on {}: {}", path, url.host_header(),
                       result == beast::error::timeout ? "timed out" : result.message());

@@ -181,6 +181,18 @@ def test_a_wrong_endpoint_and_an_unknown_session_at_start_fail(server):
     assert "not_found" in r.stderr and "s_missing" in r.stderr
 
 
+def test_a_missing_or_wrong_key_is_shown_at_once(server):
+    # The server answers the upgrade with 401 in milliseconds; the chat says so as soon as it has
+    # the answer (it once waited for its 30 s handshake timer first).
+    for key_args, hint in [([], "give an API key"), (["--api-key", "hk_" + "x" * 43], "check the API key")]:
+        started = time.monotonic()
+        r = subprocess.run([HIPPO, "chat", "--url", server.ws, *key_args], input="Hello\n", capture_output=True,
+                           text=True, env=clean_env(), timeout=TIMEOUT)
+        elapsed = time.monotonic() - started
+        assert r.returncode == 1 and "HTTP 401" in r.stderr and hint in r.stderr, r.stderr
+        assert elapsed < 5, elapsed
+
+
 def test_tool_results_for_a_session_that_awaits_them(checkpoint, tmp_path):
     """The random checkpoint calls no tools by itself: a session whose model called two (written by
     HIPPO_MAKE_TOOL_SESSION through the real store) is resumed; a plain line answers the first call,
