@@ -50,6 +50,7 @@ struct AgentSession {
   std::unique_ptr<ResponseJob> job;           // queued or running
   bool job_active = false;                    // admitted: memory reserved, in the batch
   uint64_t reserved_bytes = 0;                // state bytes its running job may reach
+  int64_t prefill_wait_steps = 0;             // decode steps its prefill sits out (pace_prefill)
   // Loaded from the database: the ids its snapshot must hold (checked at restore, then dropped),
   // or a snapshot that cannot be right (a rebuild from the log).
   std::vector<int32_t> expected_prefix;

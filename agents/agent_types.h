@@ -44,6 +44,7 @@ struct InputItem {
 struct ResponseOptions {
   engine::SamplingParams sampling;  // temperature 0: greedy
   int64_t max_output_tokens = 256;
+  int64_t max_prompt_tokens = 0;    // the most tokens the response's new input may render to; 0: no limit
   std::vector<std::string> stop;    // the answer ends before the first of these (not included)
 };
 
@@ -72,6 +73,7 @@ struct ResponseEvent {
   std::string call_id;
   std::string finish_reason;  // "stop", "length", "tool_calls", "cancelled"
   Usage usage;
+  uint64_t seed = 0;          // kCompleted, kFailed: the sampling seed the response used (given or drawn)
   Status error;
 };
 
@@ -96,8 +98,16 @@ struct SessionSummary {
   // started is kSwapped (its state is only in storage), or kClosed.
   SessionStatus status = SessionStatus::kSwapped;
   std::string forked_from;  // empty: not a fork
+  bool completion = false;  // the temporary session of a stateless request (create_session_response)
   int64_t created_at = 0;   // Unix seconds
   int64_t updated_at = 0;
+};
+
+// Whether the engine thread makes progress: `working` while it has something to do (a step, a
+// call), and how long since it last finished one step or call.
+struct EngineLiveness {
+  bool working = false;
+  double seconds_since_progress = 0;
 };
 
 struct RuntimeStats {

@@ -100,7 +100,10 @@ bool ResponseJob::accept(int32_t token) {
     return true;
   }
   std::string piece;
-  detokenizer_.push(token, piece);
+  // Special tokens (the vocabulary's placeholders, BOS, image markers) never reach the text, as
+  // with the reference tokenizer's skip_special_tokens; the ids stay in the log.
+  const tokenizer::AddedToken* added = tokenizer_->added_vocabulary().by_id(token);
+  if (added == nullptr || !added->special) detokenizer_.push(token, piece);
   output_ += piece;
   held_ += piece;
   // A stop sequence ends the answer before it; text that may still become one waits.

@@ -64,7 +64,8 @@ class ResponseJob {
 
   const std::vector<int32_t>& sampled() const { return sampled_; }
   bool ended_with_eos() const { return ended_with_eos_; }
-  const std::string& output() const { return output_; }  // every byte sampled, EOS excluded
+  // The text of every sampled token but EOS and special tokens (what the log keeps as content).
+  const std::string& output() const { return output_; }
   const AssistantTurn& turn() const { return turn_; }
   int64_t n_calls() const { return static_cast<int64_t>(turn_.calls.size()); }
   // "stop", "length" or "tool_calls", once accept() returned true.

@@ -9,6 +9,7 @@
 #include <fmt/format.h>
 
 #include <algorithm>
+#include <atomic>
 #include <condition_variable>
 #include <deque>
 #include <filesystem>
@@ -92,8 +93,10 @@ class AgentRuntime::Engine {
 
   // --- operations (engine thread) ---
 
-  Result<std::string> create_session(const SessionSettings& settings, std::string id, std::optional<int64_t> tenant) {
+  Result<std::string> create_session(const SessionSettings& settings, std::string id, std::optional<int64_t> tenant,
+                                     std::string_view kind = storage::kSessionKindAgent) {
     storage::NewSession row;
+    row.kind = std::string(kind);
     row.id = std::move(id);
     row.tenant_id = tenant;
     row.model_fingerprint = model_.fingerprint();
@@ -161,7 +164,14 @@ class AgentRuntime::Engine {
     // Render on a copy: a response refused for its length leaves the session as it was.
     tokenizer::ChatEncoder encoder = s->encoder;
     HIPPO_ASSIGN_OR_RETURN(tokenizer::ChatSuffix suffix, encoder.encode_chat_suffix(messages, true));
-    const int64_t context = log_tokens(*s) + static_cast<int64_t>(suffix.ids.size());
+    const int64_t prompt = static_cast<int64_t>(suffix.ids.size());
+    if (options.max_prompt_tokens > 0 && prompt > options.max_prompt_tokens) {
+      return Status(ErrorCode::kInvalidArgument,
+                    fmt::format("session {}: the new input renders to {} prompt tokens, over the limit of {} per "
+                                "request",
+                                id, prompt, options.max_prompt_tokens));
+    }
+    const int64_t context = log_tokens(*s) + prompt;
     if (context + options.max_output_tokens > options_.max_context_tokens) {
       return Status(ErrorCode::kResourceExhausted,
                     fmt::format("session {}: {} context tokens + max_output_tokens {} exceed the context limit of {}", id,
@@ -179,12 +189,24 @@ class AgentRuntime::Engine {
     s->job = std::make_unique<ResponseJob>(tokenizer_, static_cast<int32_t>(model_.config().eos_token_id),
                                            output_start(chat_options(s->settings, chat_family(tokenizer_))),
                                            std::move(options), std::move(sink), s->n_calls);
+    s->prefill_wait_steps = 0;
     s->job->input_tokens = context;
     s->job->cached_tokens = s->n_tokens();
     s->status = SessionStatus::kRunning;
     s->last_used = ++clock_;
     queue_.push_back(s);
     return Status::ok_status();
+  }
+
+  Result<std::string> create_session_response(const SessionSettings& settings, std::optional<int64_t> tenant,
+                                              std::vector<InputItem> items, ResponseOptions options, EventSink sink) {
+    HIPPO_ASSIGN_OR_RETURN(std::string id, create_session(settings, {}, tenant, storage::kSessionKindCompletion));
+    Status st = append_input(id, std::move(items));
+    if (st.ok()) st = create_response(id, std::move(options), std::move(sink));
+    if (st.ok()) return id;
+    Status closed = close(id);
+    if (!closed.ok()) log::warn("session of a refused response not closed", {{"session", id}, {"error", closed.message()}});
+    return st;
   }
 
   Status cancel(const std::string& id) {
@@ -246,15 +268,18 @@ class AgentRuntime::Engine {
     return summarize(info);
   }
 
-  Result<std::vector<SessionSummary>> list(std::optional<int64_t> tenant) {
+  Result<std::vector<SessionSummary>> list(std::optional<int64_t> tenant, bool include_completions) {
     HIPPO_ASSIGN_OR_RETURN(std::vector<storage::SessionInfo> rows,
                            tenant ? store_->list_tenant_sessions(*tenant) : store_->list_sessions());
     std::vector<SessionSummary> out;
     out.reserve(rows.size());
-    for (const storage::SessionInfo& row : rows) out.push_back(summarize(row));
+    for (const storage::SessionInfo& row : rows) {
+      if (include_completions || row.kind != storage::kSessionKindCompletion) out.push_back(summarize(row));
+    }
     return out;
   }
 
+  // Any thread.
   Result<int64_t> count_open(int64_t tenant) { return store_->count_open_sessions(tenant); }
 
   Result<std::vector<float>> next_logits(const std::string& id) {
@@ -302,21 +327,45 @@ class AgentRuntime::Engine {
     return first;
   }
 
+  // Any thread.
+  EngineLiveness liveness() const {
+    EngineLiveness out;
+    out.working = working_.load();
+    if (out.working) {
+      const Clock::time_point last{Clock::duration(progress_ns_.load())};
+      out.seconds_since_progress = std::max(0.0, std::chrono::duration<double>(Clock::now() - last).count());
+    }
+    return out;
+  }
+
  private:
   // --- the loop ---
 
   void run() {
     for (;;) {
       std::deque<std::function<void()>> commands;
+      if (Clock::now() >= next_retention_) apply_retention();
       {
         std::unique_lock lock(mutex_);
-        wake_.wait(lock, [&] { return stopping_ || !commands_.empty() || !queue_.empty() || !running_.empty(); });
+        const bool idle = commands_.empty() && queue_.empty() && running_.empty();
+        if (idle) working_.store(false);
+        wake_.wait_until(lock, next_retention_,
+                         [&] { return stopping_ || !commands_.empty() || !queue_.empty() || !running_.empty(); });
+        if (idle) note_progress();
+        working_.store(true);
         commands.swap(commands_);
         if (stopping_ && commands.empty()) break;
       }
-      for (auto& command : commands) command();
-      if (!queue_.empty() || !running_.empty()) step();
+      for (auto& command : commands) {
+        command();
+        note_progress();
+      }
+      if (!queue_.empty() || !running_.empty()) {
+        step();
+        note_progress();
+      }
     }
+    working_.store(false);
     // Anyone still waiting gets an answer.
     std::deque<std::function<void()>> left;
     {
@@ -327,32 +376,66 @@ class AgentRuntime::Engine {
     for (auto& command : left) command();
   }
 
+  // Removes closed sessions of stateless requests past the retention rule, then the chunks only
+  // they held.
+  void apply_retention() {
+    next_retention_ = Clock::now() + options_.retention_interval;
+    storage::RetentionRule rule;
+    rule.max_age_seconds = options_.completion_max_age.count();
+    rule.max_bytes = static_cast<int64_t>(std::min<uint64_t>(options_.completion_max_bytes, INT64_MAX));
+    const int64_t now =
+        std::chrono::duration_cast<std::chrono::seconds>(std::chrono::system_clock::now().time_since_epoch()).count();
+    Result<storage::RetentionStats> removed = store_->apply_retention(storage::kSessionKindCompletion, rule, now);
+    if (!removed.ok()) {
+      log::warn("retention of completion sessions failed", {{"error", removed.status().message()}});
+      return;
+    }
+    if (removed->sessions_removed == 0) return;
+    Result<storage::GcStats> collected = store_->gc();
+    log::info("completion sessions removed under the retention rule",
+              {{"sessions", removed->sessions_removed}, {"bytes", removed->bytes_removed},
+               {"chunks", collected.ok() ? collected->chunks_removed : 0}, {"kept", removed->sessions_kept}});
+  }
+
+  void note_progress() { progress_ns_.store(Clock::now().time_since_epoch().count()); }
+
   // One scheduler step: admit what fits, then one batched forward: a token for every decoding
-  // response and prefill chunks, oldest response first, up to the step's prefill budget.
+  // response and prefill chunks up to the step's prefill budget, the response with the least
+  // prompt left first (a short request is never stuck behind a long one; the long one gets what
+  // the short ones leave of each step).
   void step() {
     admit();
     std::vector<AgentSession*> decoders;
+    std::vector<AgentSession*> prefilling;
     for (AgentSession* s : running_) {
-      if (!s->job->sampled().empty()) decoders.push_back(s);
+      (s->job->sampled().empty() ? prefilling : decoders).push_back(s);
     }
+    std::stable_sort(prefilling.begin(), prefilling.end(),
+                     [](const AgentSession* a, const AgentSession* b) { return a->pending.size() < b->pending.size(); });
     std::vector<engine::ForwardRequest> batch;
     for (AgentSession* s : decoders) batch.push_back({&*s->state, s->pending, nullptr});
 
     const auto started = Clock::now();
-    int64_t budget = decoders.empty() ? options_.prefill_chunk_tokens
+    int64_t budget = decoders.empty() ? std::max<int64_t>(1, static_cast<int64_t>(prefill_budget_))
                                       : std::max<int64_t>(1, static_cast<int64_t>(interleaved_budget_));
     const int64_t tail = model_.decoder_tail_tokens();
     std::vector<std::pair<AgentSession*, int64_t>> prefills;  // full-depth chunks in the batch
     std::vector<std::pair<AgentSession*, Status>> failed;
     bool encoder_pass = false;
-    for (AgentSession* s : running_) {
+    int64_t prefilled = 0;
+    std::vector<AgentSession*> prefilled_sessions;
+    for (AgentSession* s : prefilling) {
       if (budget <= 0) break;
-      if (!s->job->sampled().empty()) continue;
+      if (!decoders.empty() && s->prefill_wait_steps > 0) {
+        --s->prefill_wait_steps;
+        continue;
+      }
       if (s->job->prefill_started == Clock::time_point{}) s->job->prefill_started = Clock::now();
       const int64_t remaining = static_cast<int64_t>(s->pending.size());
       if (remaining > tail) {  // before the decoder tail: the encoder layers only, in a pass of its own
         if (encoder_pass) continue;
         encoder_pass = true;
+        prefilled_sessions.push_back(s);
         const int64_t n = std::min(budget, remaining - tail);
         Status st = model_.forward_encoder(*s->state, std::span(s->pending).first(static_cast<size_t>(n)));
         if (!st.ok()) {
@@ -361,47 +444,74 @@ class AgentRuntime::Engine {
         }
         s->pending.erase(s->pending.begin(), s->pending.begin() + n);
         budget -= n;
+        prefilled += n;
       } else {
         const int64_t n = std::min(budget, remaining);
+        prefilled_sessions.push_back(s);
         batch.push_back({&*s->state, std::span(s->pending).first(static_cast<size_t>(n)), nullptr});
         prefills.emplace_back(s, n);
         budget -= n;
+        prefilled += n;
+        // It decodes from the next step on: the rest of this step is sized as if it did already,
+        // so that a long prompt's chunk does not hold back its first token.
+        if (n == remaining) budget = std::min(budget, static_cast<int64_t>(interleaved_budget_));
       }
     }
     for (auto& [s, st] : failed) fail(*s, st);
-    if (batch.empty()) return;
-    stats_.largest_batch = std::max(stats_.largest_batch, static_cast<int64_t>(batch.size()));
-    Status st = model_.forward(batch);
-    if (!st.ok()) {
-      for (AgentSession* s : decoders) fail(*s, st);
-      for (auto& [s, n] : prefills) fail(*s, st);
-      return;
+    if (!batch.empty()) {
+      stats_.largest_batch = std::max(stats_.largest_batch, static_cast<int64_t>(batch.size()));
+      Status st = model_.forward(batch);
+      if (!st.ok()) {
+        for (AgentSession* s : decoders) fail(*s, st);
+        for (auto& [s, n] : prefills) fail(*s, st);
+        return;
+      }
+      for (AgentSession* s : decoders) {
+        s->pending.clear();
+        sample(*s);
+      }
+      for (auto& [s, n] : prefills) {
+        s->pending.erase(s->pending.begin(), s->pending.begin() + n);
+        if (s->pending.empty()) sample(*s);
+      }
+      note_commitment();
     }
-    for (AgentSession* s : decoders) {
-      s->pending.clear();
-      sample(*s);
-    }
-    for (auto& [s, n] : prefills) {
-      s->pending.erase(s->pending.begin(), s->pending.begin() + n);
-      if (s->pending.empty()) sample(*s);
-    }
-    note_commitment();
-    if (!decoders.empty()) pace_prefill(std::chrono::duration<double>(Clock::now() - started).count(),
-                                        !prefills.empty() || encoder_pass);
+    const double seconds = std::chrono::duration<double>(Clock::now() - started).count();
+    if (!decoders.empty()) pace_prefill(seconds, prefilled_sessions);
+    else pace_prefill_only(seconds, prefilled);
+  }
+
+  // Sizes the chunk of a step that only prefills so that it takes about max_step_seconds: the
+  // cost of a token grows with the context, and between steps the engine admits new requests and
+  // answers every other call, so a step must stay short even deep into a 1M-token prompt.
+  void pace_prefill_only(double seconds, int64_t tokens) {
+    if (tokens <= 0 || seconds <= 0) return;
+    const double target = options_.max_step_seconds.count();
+    const double fitting = static_cast<double>(tokens) * target / seconds;
+    prefill_budget_ = std::clamp(0.5 * prefill_budget_ + 0.5 * fitting, static_cast<double>(kMinPrefillChunk),
+                                 static_cast<double>(options_.prefill_chunk_tokens));
   }
 
   // Sizes the prefill that rides along with decoding: a step with prefill may take about
   // kPrefillStepRatio times a decode-only step, whatever the model, the batch or the context.
-  void pace_prefill(double seconds, bool had_prefill) {
+  // Where even one token of a session's prefill costs more (deep in a long prompt, a step has a
+  // cost that grows with the context), that session then sits out decode-only steps until
+  // prefill has had no more than about half of the time, so decoding responses keep their pace.
+  void pace_prefill(double seconds, const std::vector<AgentSession*>& prefilled) {
     constexpr double kPrefillStepRatio = 2.0;
-    if (!had_prefill) {
+    if (prefilled.empty()) {
       decode_step_seconds_ = decode_step_seconds_ == 0 ? seconds : 0.9 * decode_step_seconds_ + 0.1 * seconds;
       return;
     }
-    if (decode_step_seconds_ == 0) return;
+    if (decode_step_seconds_ == 0) {  // measure a decode-only step first
+      for (AgentSession* s : prefilled) s->prefill_wait_steps = 1;
+      return;
+    }
     const double max_budget = static_cast<double>(options_.interleaved_prefill_tokens);
     if (seconds > kPrefillStepRatio * decode_step_seconds_) {
       interleaved_budget_ = std::max(1.0, interleaved_budget_ * 0.75);
+      const auto wait = static_cast<int64_t>(seconds / decode_step_seconds_) - 2;
+      for (AgentSession* s : prefilled) s->prefill_wait_steps = std::max<int64_t>(0, wait);
     } else {
       interleaved_budget_ = std::min(max_budget, interleaved_budget_ * 1.1 + 1.0);
     }
@@ -540,6 +650,7 @@ class AgentRuntime::Engine {
       done.kind = ResponseEvent::Kind::kCompleted;
     }
     done.finish_reason = finish_reason;
+    done.seed = job.sampler.seed();
     done.usage.input_tokens = job.input_tokens;
     done.usage.cached_tokens = job.cached_tokens;
     done.usage.output_tokens = static_cast<int64_t>(job.sampled().size());
@@ -686,6 +797,7 @@ class AgentRuntime::Engine {
     out.id = info.id;
     out.tenant = info.tenant_id;
     out.forked_from = info.forked_from;
+    out.completion = info.kind == storage::kSessionKindCompletion;
     out.created_at = info.created_at;
     out.updated_at = info.updated_at;
     if (info.status == status_name(SessionStatus::kClosed)) {
@@ -795,8 +907,14 @@ class AgentRuntime::Engine {
   std::vector<AgentSession*> running_;  // admitted, in admission order
   uint64_t clock_ = 0;
   RuntimeStats stats_;
+  static constexpr int64_t kMinPrefillChunk = 16;
+  double prefill_budget_ = kMinPrefillChunk;  // prefill tokens of a step nobody decodes in (pace_prefill_only)
   double interleaved_budget_ = 16;   // prefill tokens per step while others decode (pace_prefill)
   double decode_step_seconds_ = 0;   // moving average of decode-only steps
+
+  Clock::time_point next_retention_{};  // apply_retention() at start, then every retention_interval
+  std::atomic<bool> working_{false};
+  std::atomic<Clock::rep> progress_ns_{0};  // Clock's ticks when a step or call last ended
 
   std::mutex mutex_;
   std::condition_variable wake_;
@@ -833,6 +951,14 @@ Status AgentRuntime::create_response(const std::string& session_id, ResponseOpti
       [&]() -> Status { return engine_->create_response(session_id, std::move(options), std::move(sink)); });
 }
 
+Result<std::string> AgentRuntime::create_session_response(const SessionSettings& settings,
+                                                          std::optional<int64_t> tenant, std::vector<InputItem> items,
+                                                          ResponseOptions options, EventSink sink) {
+  return engine_->call([&]() -> Result<std::string> {
+    return engine_->create_session_response(settings, tenant, std::move(items), std::move(options), std::move(sink));
+  });
+}
+
 Status AgentRuntime::cancel(const std::string& session_id) {
   return engine_->call([&]() -> Status { return engine_->cancel(session_id); });
 }
@@ -861,13 +987,17 @@ Result<SessionSummary> AgentRuntime::session_summary(const std::string& session_
   return engine_->call([&]() -> Result<SessionSummary> { return engine_->summary(session_id); });
 }
 
-Result<std::vector<SessionSummary>> AgentRuntime::list_sessions(std::optional<int64_t> tenant) {
-  return engine_->call([&]() -> Result<std::vector<SessionSummary>> { return engine_->list(tenant); });
+Result<std::vector<SessionSummary>> AgentRuntime::list_sessions(std::optional<int64_t> tenant,
+                                                                bool include_completions) {
+  return engine_->call(
+      [&]() -> Result<std::vector<SessionSummary>> { return engine_->list(tenant, include_completions); });
 }
 
 Result<int64_t> AgentRuntime::count_open_sessions(int64_t tenant) {
-  return engine_->call([&]() -> Result<int64_t> { return engine_->count_open(tenant); });
+  return engine_->count_open(tenant);  // the store locks itself
 }
+
+EngineLiveness AgentRuntime::liveness() const { return engine_->liveness(); }
 
 RuntimeStats AgentRuntime::stats() {
   Result<RuntimeStats> r = engine_->call([&]() -> Result<RuntimeStats> { return engine_->stats(); });

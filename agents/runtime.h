@@ -45,11 +45,20 @@ struct RuntimeOptions {
   int64_t max_context_tokens = 0;        // 0: the model's maximum
   int64_t max_output_tokens = 32768;     // the most a response may ask for
   int64_t max_queued_responses = 1024;
-  int64_t prefill_chunk_tokens = 2048;   // per step when nobody decodes
+  int64_t prefill_chunk_tokens = 2048;   // per step when nobody decodes, at most
+  // A step that only prefills is sized to take about this long (new requests and every other
+  // call wait for the step in progress).
+  std::chrono::duration<double> max_step_seconds{0.25};
   int64_t interleaved_prefill_tokens = 128;  // per step while others decode
   int64_t max_batch_sessions = 256;
   std::chrono::milliseconds tool_grace{2000};
   std::chrono::milliseconds snapshot_interval{30000};
+  // Closed sessions of stateless requests (create_session_response) are removed once older than
+  // this, or beyond the newest ones that hold completion_max_bytes; checked at start and every
+  // retention_interval. 0: no bound.
+  std::chrono::seconds completion_max_age{std::chrono::hours(24)};
+  uint64_t completion_max_bytes = uint64_t{1} << 30;
+  std::chrono::seconds retention_interval{60};
 };
 
 class AgentRuntime {
@@ -68,6 +77,12 @@ class AgentRuntime {
   // Queues a response to everything appended so far. Events go to sink; the last is kCompleted
   // (finish_reason "cancelled" after cancel()) or kFailed.
   Status create_response(const std::string& session_id, ResponseOptions options, EventSink sink);
+  // create_session + append_input + create_response in one call (one wait for the engine thread
+  // rather than three): a stateless request's whole setup. The session is of kind "completion":
+  // left out of list_sessions unless asked for, removed under the retention rule once closed. A
+  // session made for a response that is then refused is closed again.
+  Result<std::string> create_session_response(const SessionSettings& settings, std::optional<int64_t> tenant,
+                                              std::vector<InputItem> items, ResponseOptions options, EventSink sink);
   Status cancel(const std::string& session_id);
   // Snapshots the session now (durable when it returns).
   Status snapshot(const std::string& session_id);
@@ -81,11 +96,16 @@ class AgentRuntime {
   Result<SessionView> session(const std::string& session_id);
   // Without loading the session (kNotFound when there is none; closed ones are found).
   Result<SessionSummary> session_summary(const std::string& session_id);
-  // The sessions of the database, closed ones included; of one tenant when given.
-  Result<std::vector<SessionSummary>> list_sessions(std::optional<int64_t> tenant = std::nullopt);
-  // Sessions of the tenant that are not closed.
+  // The sessions of the database, closed ones included; of one tenant when given; the temporary
+  // sessions of stateless requests only with include_completions.
+  Result<std::vector<SessionSummary>> list_sessions(std::optional<int64_t> tenant = std::nullopt,
+                                                    bool include_completions = false);
+  // Sessions of the tenant that are not closed (read from the database without waiting for the
+  // engine thread).
   Result<int64_t> count_open_sessions(int64_t tenant);
   RuntimeStats stats();
+  // Without waiting for the engine thread (so it answers while a step runs).
+  EngineLiveness liveness() const;
   // Logits after every id the session has (resuming it and prefilling its pending ids if needed):
   // the exact-resume tests compare them.
   Result<std::vector<float>> next_logits(const std::string& session_id);

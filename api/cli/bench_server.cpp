@@ -198,8 +198,8 @@ struct Bench {
   Result<std::unique_ptr<RunningServer>> start(int64_t max_output_tokens) {
     auto s = std::make_unique<RunningServer>();
     const std::string db = (dir / fmt::format("bench-{}.db", db_counter++)).string();
-    std::optional<std::string> key;
-    HIPPO_ASSIGN_OR_RETURN(s->auth, server::Authenticator::open(db, server::AuthOptions{}, &key));
+    HIPPO_ASSIGN_OR_RETURN(s->auth, server::Authenticator::open(db, server::AuthOptions{}));
+    HIPPO_ASSIGN_OR_RETURN(std::optional<std::string> key, s->auth->make_first_key());
     if (!key) return make_error(ErrorCode::kInternal, "a new database got no API key");
     s->key = *key;
     agents::RuntimeOptions ro;

@@ -30,6 +30,7 @@ struct KeyOptions {
   std::string label;
   std::string max_sessions;       // "": unchanged; "default": the server's; else a number (0: no limit)
   std::string tokens_per_minute;  // likewise
+  std::string max_prompt_tokens;  // likewise
   int64_t id = 0;
 };
 
@@ -66,11 +67,14 @@ Status apply_limit(std::string_view flag, const std::string& text, std::optional
   return {};
 }
 
-bool has_limit_flags(const KeyOptions& o) { return !o.max_sessions.empty() || !o.tokens_per_minute.empty(); }
+bool has_limit_flags(const KeyOptions& o) {
+  return !o.max_sessions.empty() || !o.tokens_per_minute.empty() || !o.max_prompt_tokens.empty();
+}
 
 Result<storage::TenantLimits> updated_limits(const KeyOptions& o, storage::TenantLimits limits) {
   HIPPO_RETURN_IF_ERROR(apply_limit("--max-sessions", o.max_sessions, limits.max_sessions));
   HIPPO_RETURN_IF_ERROR(apply_limit("--tokens-per-minute", o.tokens_per_minute, limits.tokens_per_minute));
+  HIPPO_RETURN_IF_ERROR(apply_limit("--max-prompt-tokens", o.max_prompt_tokens, limits.max_prompt_tokens));
   return limits;
 }
 
@@ -156,11 +160,13 @@ Status run_limits(const KeyOptions& options, std::ostream& out) {
     out << boost::json::serialize(boost::json::object{{"tenant", tenant.name},
                                                       {"tenant_id", tenant.id},
                                                       {"max_sessions", limit_json(tenant.limits.max_sessions)},
-                                                      {"tokens_per_minute", limit_json(tenant.limits.tokens_per_minute)}})
+                                                      {"tokens_per_minute", limit_json(tenant.limits.tokens_per_minute)},
+                                                      {"max_prompt_tokens", limit_json(tenant.limits.max_prompt_tokens)}})
         << "\n";
   } else {
-    out << fmt::format("tenant {}: max sessions {}, tokens per minute {}\n", tenant.name,
-                       limit_text(tenant.limits.max_sessions), limit_text(tenant.limits.tokens_per_minute));
+    out << fmt::format("tenant {}: max sessions {}, tokens per minute {}, max prompt tokens {}\n", tenant.name,
+                       limit_text(tenant.limits.max_sessions), limit_text(tenant.limits.tokens_per_minute),
+                       limit_text(tenant.limits.max_prompt_tokens));
   }
   return {};
 }
@@ -192,6 +198,9 @@ void add_key_commands(CLI::App& app, Invocation& inv) {
     sub->add_option("--tokens-per-minute", o.tokens_per_minute,
                     "Input + output tokens per minute for the tenant: a number (0 = no limit) or 'default' (serve's "
                     "--tenant-tokens-per-minute)");
+    sub->add_option("--max-prompt-tokens", o.max_prompt_tokens,
+                    "Prompt tokens one request of the tenant may render to: a number (0 = no limit) or 'default' "
+                    "(serve's --max-prompt-tokens)");
   };
 
   {

@@ -104,9 +104,9 @@ Status run_generation(const RunCommand& cmd, std::ostream& out) {
   detokenizer.finish(text);
   out << text << "\n";
   const double decode_seconds = seconds_since(decode_start);
-  std::cerr << fmt::format("prompt {} tokens in {:.2f} s ({:.1f} tokens/s); generated {} tokens in {:.2f} s ({:.1f} tokens/s)\n",
+  std::cerr << fmt::format("prompt {} tokens in {:.2f} s ({:.1f} tokens/s); generated {} tokens in {:.2f} s ({:.1f} tokens/s); seed {}\n",
                            ids.size(), prefill_seconds, static_cast<double>(ids.size()) / prefill_seconds, generated,
-                           decode_seconds, static_cast<double>(generated) / decode_seconds);
+                           decode_seconds, static_cast<double>(generated) / decode_seconds, sampler.seed());
   return Status::ok_status();
 }
 
@@ -126,7 +126,7 @@ void add_run_command(CLI::App& app, Invocation& inv) {
   run->add_option("--top-k", cmd->sampling.top_k, "Sample among the k most likely (0 = off)")->check(CLI::NonNegativeNumber);
   run->add_option("--top-p", cmd->sampling.top_p, "Nucleus sampling mass (1 = off)")->check(CLI::Range(0.0, 1.0));
   run->add_option("--min-p", cmd->sampling.min_p, "Drop tokens below min-p times the best (0 = off)")->check(CLI::Range(0.0, 1.0));
-  run->add_option("--seed", cmd->sampling.seed, "Sampling seed")->capture_default_str();
+  run->add_option("--seed", cmd->sampling.seed, "Sampling seed (default: one drawn at random, printed at the end)");
   run->add_option("--threads", cmd->threads, "Compute threads (0 = one per CPU)")->check(CLI::NonNegativeNumber);
   run->add_option("--chunk", cmd->chunk, "Prefill chunk in tokens")->check(CLI::PositiveNumber)->capture_default_str();
   run->parse_complete_callback([&inv, cmd, prompt, file] {

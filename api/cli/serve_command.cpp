@@ -51,6 +51,11 @@ struct ServeCommand {
   std::string auth = "on";
   int64_t tenant_max_sessions = 0;
   int64_t tenant_tokens_per_minute = 0;
+  int64_t max_prompt_tokens = 0;
+  double stall_seconds = 30;
+  double max_step_seconds = 0.25;
+  double completion_max_age_hours = 24;
+  uint64_t completion_max_bytes = uint64_t{1} << 30;
 };
 
 // Without keys, anyone who reaches the port acts as tenant default: only this machine may.
@@ -117,10 +122,8 @@ Status run_server(const ServeCommand& cmd, std::ostream& out) {
   auth_options.enabled = cmd.auth == "on";
   auth_options.default_max_sessions = cmd.tenant_max_sessions;
   auth_options.default_tokens_per_minute = cmd.tenant_tokens_per_minute;
-  std::optional<std::string> first_key;
-  HIPPO_ASSIGN_OR_RETURN(std::unique_ptr<server::Authenticator> auth,
-                         server::Authenticator::open(cmd.db, auth_options, &first_key));
-  if (first_key) show_first_key(*first_key, cmd.db);
+  auth_options.default_max_prompt_tokens = cmd.max_prompt_tokens;
+  HIPPO_ASSIGN_OR_RETURN(std::unique_ptr<server::Authenticator> auth, server::Authenticator::open(cmd.db, auth_options));
   if (!auth_options.enabled) log::warn("authentication is off: every request acts for tenant default", {{"bind", cmd.bind}});
 
   std::string model_dir = cmd.model_dir;
@@ -138,6 +141,9 @@ Status run_server(const ServeCommand& cmd, std::ostream& out) {
   runtime_options.db_path = cmd.db;
   runtime_options.kv_memory_bytes = cmd.kv_memory;
   runtime_options.max_output_tokens = std::max<int64_t>(runtime_options.max_output_tokens, cmd.max_output_tokens);
+  runtime_options.max_step_seconds = std::chrono::duration<double>(cmd.max_step_seconds);
+  runtime_options.completion_max_age = std::chrono::seconds(static_cast<int64_t>(cmd.completion_max_age_hours * 3600));
+  runtime_options.completion_max_bytes = cmd.completion_max_bytes;
   HIPPO_ASSIGN_OR_RETURN(std::unique_ptr<agents::AgentRuntime> runtime,
                          agents::AgentRuntime::open(*model, tokenizer, runtime_options));
   log::info("model loaded", {{"dir", model_dir},
@@ -158,10 +164,13 @@ Status run_server(const ServeCommand& cmd, std::ostream& out) {
   options.tls_cert_file = cmd.tls_cert;
   options.tls_key_file = cmd.tls_key;
   options.stream_grace = std::chrono::milliseconds(static_cast<int64_t>(cmd.stream_grace_seconds * 1000));
+  options.engine_stall_bound = std::chrono::duration<double>(cmd.stall_seconds);
   Status result;
   {
     server::Server srv(*runtime, *auth, options);
     HIPPO_ASSIGN_OR_RETURN(uint16_t port, srv.listen());
+    HIPPO_ASSIGN_OR_RETURN(std::optional<std::string> first_key, auth->make_first_key());
+    if (first_key) show_first_key(*first_key, cmd.db);
     const std::string host = cmd.bind.find(':') != std::string::npos ? "[" + cmd.bind + "]" : cmd.bind;
     const std::string url = fmt::format("{}://{}:{}", cmd.tls_cert.empty() ? "http" : "https", host, port);
     log::info("listening", {{"url", url}, {"model", options.model_id}});
@@ -230,6 +239,30 @@ void add_serve_command(CLI::App& app, Invocation& inv) {
                     "Input + output tokens a tenant's responses may use per minute, unless its own limit says "
                     "otherwise (0 = no limit)")
       ->check(CLI::NonNegativeNumber)
+      ->capture_default_str();
+  serve->add_option("--max-prompt-tokens", cmd->max_prompt_tokens,
+                    "Prompt tokens one request may render to (a chat completion's whole conversation, a WebSocket "
+                    "response's new input), unless the tenant's own limit says otherwise (0 = the context limit); "
+                    "above it the request is refused with 400")
+      ->check(CLI::NonNegativeNumber)
+      ->capture_default_str();
+  serve->add_option("--max-step-seconds", cmd->max_step_seconds,
+                    "About how long one engine step that only prefills may take: a long prompt is prefilled in "
+                    "chunks this size, so that new requests and other calls wait at most about this long")
+      ->check(CLI::PositiveNumber)
+      ->capture_default_str();
+  serve->add_option("--completion-max-age-hours", cmd->completion_max_age_hours,
+                    "Chat completions' temporary sessions (closed, kept for inspection) are removed once older "
+                    "than this (0: no bound); also `hippo session gc`")
+      ->check(CLI::NonNegativeNumber)
+      ->capture_default_str();
+  serve->add_option("--completion-max-bytes", cmd->completion_max_bytes,
+                    "Only the newest closed chat-completion sessions that hold this much are kept (e.g. 1GiB; 0: no bound)")
+      ->transform(CLI::AsSizeValue(false))
+      ->capture_default_str();
+  serve->add_option("--stall-seconds", cmd->stall_seconds,
+                    "GET /readyz answers 503 while the engine has had work and finished nothing for longer than this")
+      ->check(CLI::PositiveNumber)
       ->capture_default_str();
   serve->parse_complete_callback([&inv, cmd] {
     inv.action = [&inv, cmd] { return run_server(*cmd, *inv.out); };

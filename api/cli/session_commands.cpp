@@ -33,6 +33,9 @@ struct SessionOptions {
   std::string file;
   std::string new_id;
   std::string fingerprint;
+  bool all = false;                        // list: the temporary sessions of chat completions too
+  double completion_max_age_hours = 24;    // gc: the retention rule of those sessions (0: no bound)
+  uint64_t completion_max_bytes = uint64_t{1} << 30;
 };
 
 enum class Access { kRead, kWrite, kCreate };
@@ -108,7 +111,8 @@ boost::json::object session_json(const storage::SessionInfo& s) {
                         {"settings", s.settings},
                         {"forked_from", s.forked_from},
                         {"created_at", s.created_at},
-                        {"updated_at", s.updated_at}};
+                        {"updated_at", s.updated_at},
+                        {"kind", s.kind}};
   o["tenant_id"] = s.tenant_id ? boost::json::value(*s.tenant_id) : boost::json::value(nullptr);
   return o;
 }
@@ -143,6 +147,7 @@ Status run_list(const SessionOptions& options, std::ostream& out) {
     out << fmt::format("{:<24} {:<10} {:>10} {:>11} {:>6}  {}\n", "ID", "STATUS", "TOKENS", "STORED", "RATIO",
                        "UPDATED");
   for (const auto& s : sessions) {
+    if (s.kind == storage::kSessionKindCompletion && !options.all) continue;
     HIPPO_ASSIGN_OR_RETURN(auto latest, store->latest_snapshot(s.id));
     const std::int64_t tokens = latest ? latest->n_tokens : 0;
     const std::int64_t stored = latest ? latest->stored_bytes() : 0;
@@ -280,15 +285,28 @@ Status run_rm(const SessionOptions& options, std::ostream& out) {
   return {};
 }
 
+// The retention rule of chat completions' closed sessions first (what `hippo serve` applies every
+// minute), then the chunks nothing references.
 Status run_gc(const SessionOptions& options, std::ostream& out) {
   HIPPO_ASSIGN_OR_RETURN(auto store, open_store(options, Access::kWrite));
+  storage::RetentionRule rule;
+  rule.max_age_seconds = static_cast<std::int64_t>(options.completion_max_age_hours * 3600);
+  rule.max_bytes = static_cast<std::int64_t>(std::min<uint64_t>(options.completion_max_bytes, INT64_MAX));
+  const std::int64_t now =
+      std::chrono::duration_cast<std::chrono::seconds>(std::chrono::system_clock::now().time_since_epoch()).count();
+  HIPPO_ASSIGN_OR_RETURN(auto retention, store->apply_retention(storage::kSessionKindCompletion, rule, now));
   HIPPO_ASSIGN_OR_RETURN(auto stats, store->gc());
   if (options.json)
-    out << boost::json::serialize(
-               boost::json::object{{"chunks_removed", stats.chunks_removed}, {"bytes_removed", stats.bytes_removed}})
+    out << boost::json::serialize(boost::json::object{{"completion_sessions_removed", retention.sessions_removed},
+                                                      {"completion_sessions_kept", retention.sessions_kept},
+                                                      {"chunks_removed", stats.chunks_removed},
+                                                      {"bytes_removed", stats.bytes_removed}})
         << "\n";
   else
-    out << fmt::format("removed {} unreferenced chunks ({})\n", stats.chunks_removed, format_bytes(stats.bytes_removed));
+    out << fmt::format("removed {} closed chat-completion sessions past the retention rule ({} kept), and {} "
+                       "unreferenced chunks ({})\n",
+                       retention.sessions_removed, retention.sessions_kept, stats.chunks_removed,
+                       format_bytes(stats.bytes_removed));
   return {};
 }
 
@@ -313,7 +331,10 @@ void add_session_commands(CLI::App& app, Invocation& inv) {
     return std::pair{sub, options};
   };
 
-  add("list", "List sessions with their latest snapshot", run_list);
+  {
+    auto [sub, o] = add("list", "List sessions with their latest snapshot", run_list);
+    sub->add_flag("--all", o->all, "Also the temporary sessions of chat completions (kind completion)");
+  }
   {
     auto [sub, o] = add("show", "Show one session, its snapshots and streams", run_show);
     sub->add_option("id", o->id, "Session id")->required();
@@ -345,7 +366,20 @@ void add_session_commands(CLI::App& app, Invocation& inv) {
     auto [sub, o] = add("rm", "Delete a session, its log and snapshots", run_rm);
     sub->add_option("id", o->id, "Session id")->required();
   }
-  add("gc", "Remove KV chunks no snapshot references", run_gc);
+  {
+    auto [sub, o] = add("gc",
+                        "Remove closed chat-completion sessions past the retention rule, then KV chunks no "
+                        "snapshot references",
+                        run_gc);
+    sub->add_option("--completion-max-age-hours", o->completion_max_age_hours,
+                    "Remove closed chat-completion sessions older than this (0: no bound)")
+        ->check(CLI::NonNegativeNumber)
+        ->capture_default_str();
+    sub->add_option("--completion-max-bytes", o->completion_max_bytes,
+                    "Keep only the newest closed chat-completion sessions that hold this much (e.g. 1GiB; 0: no bound)")
+        ->transform(CLI::AsSizeValue(false))
+        ->capture_default_str();
+  }
 }
 
 }  // namespace hippo::cli

@@ -39,8 +39,7 @@ std::string_view bearer_token(std::string_view authorization) {
   return token;
 }
 
-Result<std::unique_ptr<Authenticator>> Authenticator::open(const std::string& db_path, const AuthOptions& options,
-                                                           std::optional<std::string>* first_key) {
+Result<std::unique_ptr<Authenticator>> Authenticator::open(const std::string& db_path, const AuthOptions& options) {
   HIPPO_ASSIGN_OR_RETURN(std::unique_ptr<storage::SessionStore> store, storage::SessionStore::open(db_path));
   HIPPO_ASSIGN_OR_RETURN(int64_t adopted, store->adopt_untenanted_sessions(kDefaultTenant));
   if (adopted > 0) {
@@ -50,17 +49,19 @@ Result<std::unique_ptr<Authenticator>> Authenticator::open(const std::string& db
   if (!options.enabled) {
     HIPPO_ASSIGN_OR_RETURN(storage::TenantInfo tenant, store->ensure_tenant(kDefaultTenant));
     default_tenant = tenant.id;
-  } else {
-    HIPPO_ASSIGN_OR_RETURN(int64_t keys, store->count_api_keys());
-    if (keys == 0 && first_key != nullptr) {
-      HIPPO_ASSIGN_OR_RETURN(storage::TenantInfo tenant, store->ensure_tenant(kDefaultTenant));
-      HIPPO_ASSIGN_OR_RETURN(std::string key, storage::new_api_key());
-      HIPPO_ASSIGN_OR_RETURN(int64_t key_id, store->add_api_key(tenant.id, key, "first start"));
-      log::info("API key created: the database had none", {{"tenant", tenant.name}, {"key_id", key_id}});
-      *first_key = std::move(key);
-    }
   }
   return std::unique_ptr<Authenticator>(new Authenticator(std::move(store), options, default_tenant));
+}
+
+Result<std::optional<std::string>> Authenticator::make_first_key() {
+  if (!options_.enabled) return std::optional<std::string>();
+  HIPPO_ASSIGN_OR_RETURN(int64_t keys, store_->count_api_keys());
+  if (keys != 0) return std::optional<std::string>();
+  HIPPO_ASSIGN_OR_RETURN(storage::TenantInfo tenant, store_->ensure_tenant(kDefaultTenant));
+  HIPPO_ASSIGN_OR_RETURN(std::string key, storage::new_api_key());
+  HIPPO_ASSIGN_OR_RETURN(int64_t key_id, store_->add_api_key(tenant.id, key, "first start"));
+  log::info("API key created: the database had none", {{"tenant", tenant.name}, {"key_id", key_id}});
+  return std::optional<std::string>(std::move(key));
 }
 
 Authenticator::Authenticator(std::unique_ptr<storage::SessionStore> store, AuthOptions options, int64_t default_tenant)
@@ -75,6 +76,7 @@ Result<Tenant> Authenticator::load_tenant(int64_t tenant_id) {
   t.name = info.name;
   t.max_sessions = info.limits.max_sessions.value_or(options_.default_max_sessions);
   t.tokens_per_minute = info.limits.tokens_per_minute.value_or(options_.default_tokens_per_minute);
+  t.max_prompt_tokens = info.limits.max_prompt_tokens.value_or(options_.default_max_prompt_tokens);
   return t;
 }
 

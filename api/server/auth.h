@@ -32,6 +32,7 @@ struct Tenant {
   std::string name;
   int64_t max_sessions = 0;       // open (not closed) sessions at once; 0: no limit
   int64_t tokens_per_minute = 0;  // input + output tokens over a sliding minute; 0: no limit
+  int64_t max_prompt_tokens = 0;  // prompt tokens one request may render to; 0: no limit
 };
 
 struct AuthOptions {
@@ -39,6 +40,7 @@ struct AuthOptions {
   std::chrono::milliseconds cache_ttl{5000};
   int64_t default_max_sessions = 0;       // for tenants whose own limit is NULL; 0: no limit
   int64_t default_tokens_per_minute = 0;
+  int64_t default_max_prompt_tokens = 0;
 };
 
 // "Bearer <key>" (the scheme in any case) → the key; empty when the value is anything else.
@@ -47,16 +49,18 @@ std::string_view bearer_token(std::string_view authorization);
 class Authenticator {
  public:
   // Opens its own connection to the database, then prepares its tenants: sessions without a
-  // tenant become tenant `default`'s; with auth off, tenant `default` is made if missing; with auth
-  // on and no API key in the database at all (revoked ones count), tenant `default` gets a new key,
-  // returned in *first_key so that the caller shows it once.
-  static Result<std::unique_ptr<Authenticator>> open(const std::string& db_path, const AuthOptions& options,
-                                                     std::optional<std::string>* first_key);
+  // tenant become tenant `default`'s; with auth off, tenant `default` is made if missing.
+  static Result<std::unique_ptr<Authenticator>> open(const std::string& db_path, const AuthOptions& options);
   ~Authenticator();
   Authenticator(const Authenticator&) = delete;
   Authenticator& operator=(const Authenticator&) = delete;
 
   const AuthOptions& options() const { return options_; }
+
+  // With auth on and no API key in the database at all (revoked ones count): a new key for tenant
+  // `default`, for the caller to show once. The server calls it once it listens, so that a start
+  // that fails makes no key the user never sees working.
+  Result<std::optional<std::string>> make_first_key();
 
   // The tenant for the value of an Authorization header (empty: none was sent). Refusals, which the
   // server answers with 401: kInvalidArgument (no key, or not a Bearer one) and kNotFound (an

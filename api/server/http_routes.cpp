@@ -46,8 +46,8 @@ Route route_request(const http::request<http::string_body>& request) {
   const http::verb method = request.method();
   const bool upgrade = boost::beast::websocket::is_upgrade(request);
 
-  if (path == "/healthz" && !upgrade) {
-    Route route = only(http::verb::get, method, Route::Endpoint::kHealthz, path);
+  if ((path == "/healthz" || path == "/readyz") && !upgrade) {
+    Route route = only(http::verb::get, method, path == "/healthz" ? Route::Endpoint::kHealthz : Route::Endpoint::kReadyz, path);
     route.needs_key = false;
     return route;
   }
@@ -58,6 +58,8 @@ Route route_request(const http::request<http::string_body>& request) {
   }
   if (path == "/metrics") return only(http::verb::get, method, Route::Endpoint::kMetrics, path);
   if (path == "/v1/models") return only(http::verb::get, method, Route::Endpoint::kModels, path);
+  if (path.size() > kModelsPathPrefix.size() && path.starts_with(kModelsPathPrefix))
+    return only(http::verb::get, method, Route::Endpoint::kModel, path);
   if (path == "/v1/chat/completions") return only(http::verb::post, method, Route::Endpoint::kChatCompletions, path);
   if (is_session_admin_path(path)) return to(Route::Endpoint::kSessionAdmin, path);
   return refuse(Route::Endpoint::kNotFound, path, 404, fmt::format("no endpoint at {}", path), "not_found");

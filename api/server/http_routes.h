@@ -18,6 +18,7 @@ namespace hippo::server {
 
 // Session administration lives at this path and below it (session_admin.h).
 inline constexpr std::string_view kSessionsPath = "/v1/sessions";
+inline constexpr std::string_view kModelsPathPrefix = "/v1/models/";  // + a model id
 
 // Whether path (a target without its query) is kSessionsPath or below it.
 bool is_session_admin_path(std::string_view path);
@@ -32,6 +33,8 @@ struct HttpError {
 struct Route {
   enum class Endpoint {
     kHealthz,          // GET /healthz
+    kReadyz,           // GET /readyz
+    kModel,            // GET /v1/models/{id}
     kAgentsUpgrade,    // a WebSocket upgrade on /v1/agents
     kMetrics,          // GET /metrics
     kModels,           // GET /v1/models

@@ -88,6 +88,12 @@ void HttpSession::close_socket() {
 void HttpSession::do_read() {
   if (closed_) return;
   if (shutting_down_) return close_socket();
+  if (watching_) {  // one read at a time: end the watch first (nothing else is pending now)
+    read_after_watch_ = true;
+    beast::error_code ec;
+    stream_.socket().cancel(ec);
+    return;
+  }
   busy_ = false;
   parser_.emplace();
   parser_->body_limit(ctx_.options.max_message_bytes);
@@ -115,6 +121,36 @@ void HttpSession::on_read(beast::error_code ec, size_t) {
   route(request);
 }
 
+void HttpSession::watch_client() {
+  if (closed_ || watching_) return;
+  constexpr size_t kWatchBytes = 4096;
+  if (buffer_.size() >= ctx_.options.max_message_bytes) return;  // a client pipelining that much waits
+  watching_ = true;
+  stream_.next_layer().expires_never();  // a response may run for long; the client's silence is fine
+  stream_.async_read_some(buffer_.prepare(kWatchBytes), beast::bind_front_handler(&HttpSession::on_watch, shared_from_this()));
+}
+
+void HttpSession::on_watch(beast::error_code ec, size_t bytes) {
+  watching_ = false;
+  if (read_after_watch_) {
+    read_after_watch_ = false;
+    if (!ec) buffer_.commit(bytes);
+    return do_read();
+  }
+  if (ec == net::error::operation_aborted || closed_) return;
+  if (ec) {
+    log::debug("http client gone during a response; cancelling it", {{"connection", registry_id_}, {"error", ec.message()}});
+    ctx_.counters.client_gone_cancels_total.fetch_add(1);
+    finish_chat();  // closes the temporary session, which cancels its response
+    chat_.reset();
+    out_.clear();
+    out_bytes_ = 0;
+    return close_socket();
+  }
+  buffer_.commit(bytes);
+  if (chat_) watch_client();
+}
+
 void HttpSession::route(const Request& request) {
   const Route dest = route_request(request);
   log::debug("http request", {{"connection", registry_id_}, {"method", std::string(request.method_string())},
@@ -122,8 +158,9 @@ void HttpSession::route(const Request& request) {
   if (dest.needs_key && !authenticate(request)) return;
   switch (dest.endpoint) {
     case Route::Endpoint::kHealthz:
-      if (ctx_.stopping.load()) return respond(503, "application/json", R"({"status":"stopping"})");
-      return respond(200, "application/json", R"({"status":"ok"})");
+      return readiness(false);
+    case Route::Endpoint::kReadyz:
+      return readiness(true);
     case Route::Endpoint::kAgentsUpgrade: {
       if (ctx_.stopping.load()) return respond_error(503, "the server is shutting down", "shutting_down");
       closed_ = true;  // the stream belongs to the WebSocket session from here on
@@ -136,6 +173,13 @@ void HttpSession::route(const Request& request) {
       return metrics();
     case Route::Endpoint::kModels:
       return respond(200, "application/json", openai::models_body(ctx_.options.model_id, unix_seconds()));
+    case Route::Endpoint::kModel:
+      if (dest.path.substr(kModelsPathPrefix.size()) != ctx_.options.model_id) {
+        return respond_error(404, fmt::format("model '{}' is not served here; this server serves '{}'",
+                                              dest.path.substr(kModelsPathPrefix.size()), ctx_.options.model_id),
+                             "model_not_found");
+      }
+      return respond(200, "application/json", openai::model_body(ctx_.options.model_id, unix_seconds()));
     case Route::Endpoint::kChatCompletions:
       return chat_completions(request);
     case Route::Endpoint::kSessionAdmin:
@@ -169,9 +213,12 @@ bool HttpSession::authenticate(const Request& request) {
 
 void HttpSession::session_admin(const Request& request, std::string_view target) {
   if (ctx_.stopping.load()) return respond_error(503, "the server is shutting down", "shutting_down");
+  const std::string_view full(request.target().data(), request.target().size());
+  const size_t q = full.find('?');
+  std::string query(q == std::string_view::npos ? std::string_view() : full.substr(q + 1));
   net::post(ctx_.runtime_calls, [self = shared_from_this(), tenant = tenant_, method = request.method(),
-                                 target = std::string(target)] {
-    admin::Answer answer = admin::handle(self->ctx_, tenant, method, target);
+                                 target = std::string(target), query = std::move(query)] {
+    admin::Answer answer = admin::handle(self->ctx_, tenant, method, target, query);
     self->post_io([self, answer = std::move(answer)]() mutable {
       Headers headers;
       if (answer.retry_after_seconds > 0) headers.emplace_back(http::field::retry_after, std::to_string(answer.retry_after_seconds));
@@ -217,6 +264,20 @@ void HttpSession::on_responded(bool close, beast::error_code ec, size_t) {
   do_read();
 }
 
+// /healthz: the process answers (503 only while stopping), with the engine's state for humans.
+// /readyz (strict): also 503 while the engine has had work and finished no step or call for longer
+// than --stall-seconds. Neither waits for the engine thread.
+void HttpSession::readiness(bool strict) {
+  const agents::EngineLiveness engine = ctx_.runtime.liveness();
+  const bool stalled = engine.working && engine.seconds_since_progress > ctx_.options.engine_stall_bound.count();
+  const char* status = ctx_.stopping.load() ? "stopping" : stalled ? "stalled" : strict ? "ready" : "ok";
+  const bool ok = !ctx_.stopping.load() && (!strict || !stalled);
+  std::string body = fmt::format(
+      R"({{"status":"{}","engine":{{"working":{},"seconds_since_progress":{:.3f},"stall_bound_seconds":{:.3f}}}}})", status,
+      engine.working, engine.seconds_since_progress, ctx_.options.engine_stall_bound.count());
+  respond(ok ? 200 : 503, "application/json", std::move(body));
+}
+
 void HttpSession::metrics() {
   net::post(ctx_.runtime_calls, [self = shared_from_this()] {
     const agents::RuntimeStats stats = self->ctx_.runtime.stats();
@@ -233,12 +294,14 @@ void HttpSession::chat_completions(const Request& request) {
       openai::parse_chat_request(request.body(), ctx_.options.model_id, ctx_.options.default_max_output_tokens);
   if (!parsed.ok()) {
     const Status& st = parsed.status();
-    return respond_error(static_cast<unsigned>(openai::http_status_for(st)), st.message(), openai::request_error_code(st));
+    return respond_error(static_cast<unsigned>(openai::request_error_status(st)), st.message(), openai::request_error_code(st));
   }
+  parsed->options.max_prompt_tokens = tenant_.max_prompt_tokens;
   const std::string response_id = ctx_.new_response_id();
   chat_ = std::make_unique<Chat>(Chat{"", openai::ChatCompletion("chatcmpl-" + response_id, ctx_.options.model_id,
                                                                  unix_seconds(), parsed->include_usage),
                                       parsed->stream, false});
+  watch_client();
   net::post(ctx_.runtime_calls, [self = shared_from_this(), tenant = tenant_, r = std::move(parsed).value()]() mutable {
     agents::AgentRuntime& rt = self->ctx_.runtime;
     auto refuse = [&](Refusal refusal) {
@@ -247,32 +310,27 @@ void HttpSession::chat_completions(const Request& request) {
         self->respond_refusal(refusal);
       });
     };
-    auto fail = [&](const Status& st, const std::string& sid) {
-      if (!sid.empty()) {
-        Status closed = rt.close_session(sid);
-        if (!closed.ok()) log::warn("temporary session not closed", {{"session", sid}, {"error", closed.to_string()}});
-      }
+    auto fail = [&](const Status& st) {
       self->post_io([self, st] {
         self->chat_.reset();
         self->respond_error(static_cast<unsigned>(openai::http_status_for(st)), st.message(), error_code_name(st.code()));
       });
     };
     if (auto refused = self->ctx_.limits.admit_response(tenant)) return refuse(std::move(*refused));
-    // The temporary session counts against the tenant's open sessions while the request runs.
-    Result<std::string> sid = Status(ErrorCode::kInternal, "no session was created");
-    if (auto refused = self->ctx_.limits.open_session(rt, tenant, [&] { sid = rt.create_session(r.settings, {}, tenant.id); }))
-      return refuse(std::move(*refused));
-    if (!sid.ok()) return fail(sid.status(), {});
-    if (Status st = rt.append_input(*sid, std::move(r.inputs)); !st.ok()) return fail(st, *sid);
-    // The response keeps the connection alive (no read is pending while it runs); the runtime
-    // drops the sink when the response ends.
+    // The runtime drops the sink when the response ends.
     auto exec = self->stream_.get_executor();
     auto gate = std::make_shared<EventGate>([self, exec, tenant](const agents::ResponseEvent& event) {
       if (event.kind == agents::ResponseEvent::Kind::kCompleted || event.kind == agents::ResponseEvent::Kind::kFailed)
         self->ctx_.limits.charge(tenant, event.usage.input_tokens + event.usage.output_tokens);
       net::post(exec, [self, event] { self->on_chat_event(event); });
     });
-    if (Status st = rt.create_response(*sid, r.options, EventGate::sink(gate)); !st.ok()) return fail(st, *sid);
+    // The temporary session counts against the tenant's open sessions while the request runs.
+    Result<std::string> sid = Status(ErrorCode::kInternal, "no session was created");
+    if (auto refused = self->ctx_.limits.open_session(rt, tenant, [&] {
+          sid = rt.create_session_response(r.settings, tenant.id, std::move(r.inputs), r.options, EventGate::sink(gate));
+        }))
+      return refuse(std::move(*refused));
+    if (!sid.ok()) return fail(sid.status());
     gate->open([&] {
       self->post_io([self, id = *sid] {
         if (!self->chat_) return;

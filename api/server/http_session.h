@@ -41,6 +41,10 @@ class HttpSession : public Connection, public std::enable_shared_from_this<HttpS
   void handshake();  // TLS only
   void do_read();
   void on_read(boost::beast::error_code ec, size_t bytes);
+  // While a chat completion runs no request is read: this read notices a client that hung up (its
+  // response is cancelled at once), and keeps any pipelined bytes for the next request.
+  void watch_client();
+  void on_watch(boost::beast::error_code ec, size_t bytes);
   void route(const Request& request);
   // The tenant of the request's API key; false when it was answered with 401 (or 500).
   bool authenticate(const Request& request);
@@ -51,6 +55,7 @@ class HttpSession : public Connection, public std::enable_shared_from_this<HttpS
   void session_admin(const Request& request, std::string_view target);
   void on_responded(bool close, boost::beast::error_code ec, size_t bytes);
   void metrics();
+  void readiness(bool strict);
   void chat_completions(const Request& request);
   void on_chat_event(const agents::ResponseEvent& event);
   void finish_chat();  // closes the temporary session (pool thread)
@@ -73,6 +78,8 @@ class HttpSession : public Connection, public std::enable_shared_from_this<HttpS
   bool busy_ = false;           // a request is being answered
   bool shutting_down_ = false;  // close after the current answer
   bool closed_ = false;
+  bool watching_ = false;           // watch_client()'s read is pending
+  bool read_after_watch_ = false;   // do_read() waits for that read to end
 
   struct Chat {
     std::string session_id;

@@ -83,6 +83,8 @@ std::string prometheus_text(const agents::RuntimeStats& s, const ServerCounters&
   metric(out, "hippo_slow_client_closes_total", "counter",
          "Connections closed because the client read too slowly (outbound queue full).",
          c.slow_client_closes_total.load());
+  metric(out, "hippo_client_gone_cancels_total", "counter",
+         "HTTP responses cancelled because their client closed the connection.", c.client_gone_cancels_total.load());
   metric(out, "hippo_tls_handshake_failures_total", "counter", "Connections that failed the TLS handshake.",
          c.tls_handshake_failures_total.load());
   metric(out, "hippo_auth_failures_total", "counter",

@@ -37,6 +37,7 @@ struct ServerCounters {
   std::atomic<int64_t> responses_failed_total{0};
   std::atomic<int64_t> output_tokens_total{0};
   std::atomic<int64_t> slow_client_closes_total{0};  // closed because the outbound queue overflowed
+  std::atomic<int64_t> client_gone_cancels_total{0};  // HTTP responses cancelled: the client hung up
   std::atomic<int64_t> tls_handshake_failures_total{0};
   std::atomic<int64_t> auth_failures_total{0};       // requests and upgrades refused with 401
   std::atomic<int64_t> rate_limited_total{0};        // responses refused: tenant over its tokens per minute

@@ -131,7 +131,11 @@ Result<ChatRequest> parse_chat_request(std::string_view body, const std::string&
   auto stop = f.strings("stop");
   auto n = f.integer("n");
   auto reasoning_effort = f.string("reasoning_effort");
+  auto logprobs = f.boolean("logprobs");
+  auto top_logprobs = f.integer("top_logprobs");
   if (!f.ok()) return invalid(f.error());
+  if (logprobs.value_or(false) || top_logprobs.value_or(0) > 0)
+    return Status(ErrorCode::kUnavailable, "logprobs are not supported yet; send the request without logprobs and top_logprobs");
   r.model = *model;
   if (r.model != served_model)
     return Status(ErrorCode::kNotFound, fmt::format("model '{}' is not served here; this server serves '{}'", r.model, served_model));
@@ -189,6 +193,8 @@ std::string error_body(std::string_view message, std::string_view type, std::str
       {"error", {{"message", tokenizer::repair_utf8(message)}, {"type", type}, {"param", nullptr}, {"code", code}}}});
 }
 
+int request_error_status(const Status& status) { return status.code() == ErrorCode::kNotFound ? 404 : 400; }
+
 std::string_view request_error_code(const Status& status) {
   switch (status.code()) {
     case ErrorCode::kNotFound: return "model_not_found";
@@ -209,10 +215,20 @@ int http_status_for(const Status& status) {
   }
 }
 
+namespace {
+
+json::object model_object(const std::string& model_id, int64_t created) {
+  return {{"id", model_id}, {"object", "model"}, {"created", created}, {"owned_by", "hippo"}};
+}
+
+}  // namespace
+
 std::string models_body(const std::string& model_id, int64_t created) {
-  return json::serialize(json::object{
-      {"object", "list"},
-      {"data", json::array{json::object{{"id", model_id}, {"object", "model"}, {"created", created}, {"owned_by", "hippo"}}}}});
+  return json::serialize(json::object{{"object", "list"}, {"data", json::array{model_object(model_id, created)}}});
+}
+
+std::string model_body(const std::string& model_id, int64_t created) {
+  return json::serialize(model_object(model_id, created));
 }
 
 namespace {
@@ -231,7 +247,8 @@ std::string finish_reason_name(const std::string& reason) { return reason.empty(
 ChatCompletion::ChatCompletion(std::string id, std::string model, int64_t created, bool include_usage)
     : id_(std::move(id)), model_(std::move(model)), created_(created), include_usage_(include_usage) {}
 
-std::string ChatCompletion::chunk(std::string_view delta_json, std::string_view finish_reason) const {
+std::string ChatCompletion::chunk(std::string_view delta_json, std::string_view finish_reason,
+                                  std::optional<uint64_t> seed) const {
   json::object choice{{"index", 0}, {"delta", json::parse(delta_json)}, {"logprobs", nullptr}};
   choice["finish_reason"] = finish_reason.empty() ? json::value(nullptr) : json::value(finish_reason);
   json::object c{{"id", id_},
@@ -240,6 +257,7 @@ std::string ChatCompletion::chunk(std::string_view delta_json, std::string_view 
                  {"model", model_},
                  {"choices", json::array{std::move(choice)}}};
   if (include_usage_) c["usage"] = nullptr;
+  if (seed) c["seed"] = *seed;
   return "data: " + json::serialize(c) + "\n\n";
 }
 
@@ -275,10 +293,11 @@ std::string ChatCompletion::stream_event(const agents::ResponseEvent& e) {
     case Kind::kToolCallDone:
       return {};
     case Kind::kCompleted: {
-      std::string out = chunk("{}", finish_reason_name(e.finish_reason));
+      std::string out = chunk("{}", finish_reason_name(e.finish_reason), e.seed);
       if (include_usage_) {
         json::object last{{"id", id_},         {"object", "chat.completion.chunk"}, {"created", created_},
-                          {"model", model_},   {"choices", json::array{}},          {"usage", usage_object(e.usage)}};
+                          {"model", model_},   {"choices", json::array{}},          {"usage", usage_object(e.usage)},
+                          {"seed", e.seed}};
         out += "data: " + json::serialize(last) + "\n\n";
       }
       return out + "data: [DONE]\n\n";
@@ -308,6 +327,7 @@ void ChatCompletion::add(const agents::ResponseEvent& e) {
     case Kind::kCompleted:
       finish_reason_ = finish_reason_name(e.finish_reason);
       usage_ = e.usage;
+      seed_ = e.seed;
       break;
     case Kind::kFailed: error_ = e.error; break;
   }
@@ -331,6 +351,7 @@ std::string ChatCompletion::body() const {
       {"choices", json::array{json::object{{"index", 0}, {"message", std::move(message)}, {"logprobs", nullptr},
                                            {"finish_reason", finish_reason_}}}},
       {"usage", usage_object(usage_)},
+      {"seed", seed_},  // hippo's: the sampling seed, given or drawn (send it back to repeat the answer)
   });
 }
 

@@ -11,6 +11,7 @@
 #include "base/status.h"
 
 #include <cstdint>
+#include <optional>
 #include <string>
 #include <string_view>
 #include <vector>
@@ -26,11 +27,14 @@ struct ChatRequest {
   bool include_usage = false;  // stream_options.include_usage
 };
 
-// kInvalidArgument: a 400 with the message; kNotFound: the model is not served here (404).
+// kInvalidArgument: a 400 with the message; kUnavailable: a field or value hippo does not support
+// (also 400: the client sent something to fix, never to retry); kNotFound: the model is not served
+// here (404).
 Result<ChatRequest> parse_chat_request(std::string_view body, const std::string& served_model,
                                        int64_t default_max_tokens);
-// The error code sent for a request parse_chat_request() refused with status: model_not_found,
-// unsupported or invalid_request.
+// The HTTP status and error code sent for a request parse_chat_request() refused with status:
+// 400 invalid_request or unsupported, 404 model_not_found.
+int request_error_status(const Status& status);
 std::string_view request_error_code(const Status& status);
 
 // {"error": {"message", "type", "param", "code"}}; invalid UTF-8 in the message becomes U+FFFD.
@@ -38,6 +42,8 @@ std::string error_body(std::string_view message, std::string_view type, std::str
 // The HTTP status for an agents-layer error.
 int http_status_for(const Status& status);
 std::string models_body(const std::string& model_id, int64_t created);
+// GET /v1/models/{id}: the model object.
+std::string model_body(const std::string& model_id, int64_t created);
 
 // Turns one response's events into the chat.completion object, or into SSE `data:` lines.
 class ChatCompletion {
@@ -56,7 +62,9 @@ class ChatCompletion {
   const Status& error() const { return error_; }
 
  private:
-  std::string chunk(std::string_view delta_json, std::string_view finish_reason) const;
+  // seed: only on the chunk with the finish_reason.
+  std::string chunk(std::string_view delta_json, std::string_view finish_reason,
+                    std::optional<uint64_t> seed = std::nullopt) const;
   int tool_index(const std::string& call_id);
 
   std::string id_;
@@ -71,6 +79,7 @@ class ChatCompletion {
   std::vector<ToolCall> tool_calls_;
   std::string finish_reason_;
   agents::Usage usage_;
+  uint64_t seed_ = 0;
   Status error_;
 };
 

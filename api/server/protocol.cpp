@@ -273,6 +273,7 @@ json::object response_event(const agents::ResponseEvent& e, const std::string& s
       o["type"] = "response.completed";
       o["finish_reason"] = e.finish_reason;
       o["usage"] = usage_json(e.usage);
+      o["seed"] = e.seed;
       break;
     case Kind::kFailed:
       o["type"] = "response.failed";

@@ -27,6 +27,8 @@ struct ServerOptions {
   // (session.resume with after_seq); its stream's events stay replayable this long after it ends.
   std::chrono::milliseconds stream_grace{30000};
   size_t stream_replay_bytes = size_t{1} << 20;  // kept events per session stream
+  // GET /readyz answers 503 while the engine has had work and finished no step or call for longer.
+  std::chrono::duration<double> engine_stall_bound{30.0};
   // TLS: both set, or neither (plain TCP). PEM files: the certificate chain and its private key.
   std::string tls_cert_file;
   std::string tls_key_file;

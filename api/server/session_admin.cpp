@@ -37,6 +37,7 @@ json::object summary_json(const agents::SessionSummary& s) {
   json::object o{{"id", s.id},
                  {"object", "session"},
                  {"status", agents::status_name(s.status)},
+                 {"kind", s.completion ? "completion" : "agent"},
                  {"created_at", s.created_at},
                  {"updated_at", s.updated_at}};
   o["forked_from"] = s.forked_from.empty() ? json::value(nullptr) : json::value(s.forked_from);
@@ -68,8 +69,19 @@ Answer describe(agents::AgentRuntime& rt, const std::string& id, unsigned status
   return ok(status, o);
 }
 
-Answer list(agents::AgentRuntime& rt, const Tenant& tenant) {
-  Result<std::vector<agents::SessionSummary>> sessions = rt.list_sessions(tenant.id);
+// ?kind=completion lists the temporary sessions of chat completions too (kept under the retention
+// rule); by default they are left out.
+Answer list(agents::AgentRuntime& rt, const Tenant& tenant, std::string_view query) {
+  bool include_completions = false;
+  for (std::string_view rest = query; !rest.empty();) {
+    const size_t amp = rest.find('&');
+    const std::string_view param = rest.substr(0, amp);
+    rest = amp == std::string_view::npos ? std::string_view() : rest.substr(amp + 1);
+    if (param == "kind=completion" || param == "kind=all") include_completions = true;
+    else if (param.starts_with("kind=") && param != "kind=agent")
+      return error(400, fmt::format("kind must be agent, completion or all, not '{}'", param.substr(5)), "invalid_request");
+  }
+  Result<std::vector<agents::SessionSummary>> sessions = rt.list_sessions(tenant.id, include_completions);
   if (!sessions.ok()) return error(sessions.status());
   json::array data;
   for (const agents::SessionSummary& s : *sessions) data.push_back(summary_json(s));
@@ -82,11 +94,12 @@ Answer method_not_allowed(std::string_view target, std::string_view allowed) {
 
 }  // namespace
 
-Answer handle(ServerContext& ctx, const Tenant& tenant, http::verb method, std::string_view target) {
+Answer handle(ServerContext& ctx, const Tenant& tenant, http::verb method, std::string_view target,
+              std::string_view query) {
   agents::AgentRuntime& rt = ctx.runtime;
   if (target == kSessionsPath) {
     if (method != http::verb::get) return method_not_allowed(target, "GET");
-    return list(rt, tenant);
+    return list(rt, tenant, query);
   }
   // /v1/sessions/{id} or /v1/sessions/{id}/{action}
   std::string_view rest = target.substr(kSessionsPath.size() + 1);

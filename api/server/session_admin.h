@@ -27,6 +27,8 @@ struct Answer {
 
 // target: a path for which is_session_admin_path() holds. Runs on a runtime-call thread: it blocks
 // on the runtime.
-Answer handle(ServerContext& ctx, const Tenant& tenant, boost::beast::http::verb method, std::string_view target);
+// target: the path; query: what followed its '?' (empty: none).
+Answer handle(ServerContext& ctx, const Tenant& tenant, boost::beast::http::verb method, std::string_view target,
+              std::string_view query);
 
 }  // namespace hippo::server::admin

@@ -228,7 +228,9 @@ void WebSocketSession::execute(const protocol::ClientEvent& e) {
         const int64_t seq = ctx.streams.publish(sid, std::move(out), last ? SessionStreams::Phase::kEnd : SessionStreams::Phase::kDuring);
         if (last) forget_stream_after_grace(ctx, sid, seq);
       });
-      Status st = rt.create_response(sid, e.response, EventGate::sink(gate));
+      agents::ResponseOptions options = e.response;
+      options.max_prompt_tokens = tenant_.max_prompt_tokens;
+      Status st = rt.create_response(sid, std::move(options), EventGate::sink(gate));
       if (!st.ok()) return fail(st);
       gate->open([&] {
         json::object created = protocol::response_created_event(sid, rid);

@@ -33,6 +33,12 @@ int32_t argmax(std::span<const float> logits) {
   return found == logits.end() ? 0 : static_cast<int32_t>(found - logits.begin());  // all NaN: 0
 }
 
+// 63 bits: a drawn seed is reported to clients, and OpenAI's `seed` is a signed 64-bit integer.
+uint64_t Sampler::random_seed() {
+  std::random_device device;
+  return ((static_cast<uint64_t>(device()) << 32) ^ device()) >> 1;
+}
+
 double Sampler::uniform() { return static_cast<double>(generator_() >> 11) * 0x1p-53; }
 
 // No full sort unless top-p needs one: the weights exp((logit - max) / T) are computed in id order,

@@ -128,6 +128,31 @@ TEST_CASE("a stop sequence ends the answer before it; the limit ends it with len
   CHECK(limited == tok().decode(std::vector<int32_t>(ids.begin(), ids.begin() + 3)));
 }
 
+TEST_CASE("special tokens are left out of the text, as skip_special_tokens does; the ids are kept", "[agents]") {
+  const std::optional<int32_t> placeholder = tok().added_token_id("<｜place▁holder▁no▁7｜>");
+  REQUIRE(placeholder.has_value());
+  REQUIRE(tok().added_vocabulary().by_id(*placeholder)->special);
+  std::string text;
+  ResponseJob job(tok(), kEos, OutputStart{}, ResponseOptions{}, [&](const ResponseEvent& e) { text += e.text; }, 0);
+  std::vector<int32_t> ids = tok().encode("Hello");
+  ids.push_back(*placeholder);
+  for (int32_t id : tok().encode(" world")) ids.push_back(id);
+  ids.push_back(kEos);
+  Run r = run(job, ids);
+  CHECK(r.finished);
+  CHECK(text == "Hello world");
+  CHECK(job.output() == "Hello world");
+  CHECK(job.sampled() == ids);
+  // Text that spells a special token is the model's words, not the token: it stays.
+  std::string spelled;
+  ResponseJob words(tok(), kEos, OutputStart{}, ResponseOptions{}, [&](const ResponseEvent& e) { spelled += e.text; }, 0);
+  std::vector<int32_t> plain;
+  tok().encode_plain("a <｜place▁holder▁no▁7｜> b", plain);
+  plain.push_back(kEos);
+  run(words, plain);
+  CHECK(spelled == "a <｜place▁holder▁no▁7｜> b");
+}
+
 TEST_CASE("thinking output streams reasoning, then the answer", "[agents]") {
   std::string reasoning, answer;
   ResponseJob job(tok(), kEos, OutputStart{true, false}, {}, [&](const ResponseEvent& e) {

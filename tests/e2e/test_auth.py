@@ -4,6 +4,7 @@ and `hippo key` on the same database. docs/protocol.md ("Authentication", "Limit
 the contract."""
 import json
 import re
+import socket
 import subprocess
 import time
 
@@ -293,7 +294,8 @@ def test_tokens_per_minute_per_tenant(server):
     limits = server.key_command("limits", "--tenant", "slow", "--json")
     assert limits.returncode == 0, limits.stderr
     assert json.loads(limits.stdout) == {"tenant": "slow", "tenant_id": json.loads(limits.stdout)["tenant_id"],
-                                         "max_sessions": 0, "tokens_per_minute": 60}
+                                         "max_sessions": 0, "tokens_per_minute": 60,
+                                         "max_prompt_tokens": None}
 
 
 def test_first_start_on_an_empty_database_prints_a_usable_key(checkpoint, tmp_path):
@@ -314,6 +316,31 @@ def test_first_start_on_an_empty_database_prints_a_usable_key(checkpoint, tmp_pa
     with Server(tmp_path, "--model", str(checkpoint), "--db", str(db), make_key=False, name="second") as s:
         assert "hk_" not in s.log()
         assert s.stop() == 0
+
+
+def test_a_first_start_that_fails_makes_no_key_and_the_next_start_prints_one(checkpoint, tmp_path):
+    db = tmp_path / "retry.db"
+    # The port is taken: the start fails, and no key is made that the user would never see working.
+    with socket.socket() as taken:
+        taken.bind(("127.0.0.1", 0))
+        taken.listen()
+        port = taken.getsockname()[1]
+        r = subprocess.run([HIPPO, "serve", "--model", str(checkpoint), "--db", str(db), "--port", str(port)],
+                           capture_output=True, text=True, env=clean_env(), timeout=120, cwd=tmp_path)
+    assert r.returncode != 0 and "hk_" not in r.stderr, r.stderr
+    # A missing tokenizer (for the embedded default model) fails too, before any key.
+    r = subprocess.run([HIPPO, "serve", "--db", str(db), "--port", "0", "--tokenizer", str(tmp_path / "missing")],
+                       capture_output=True, text=True, env=clean_env(), timeout=120, cwd=tmp_path)
+    assert r.returncode != 0 and "hk_" not in r.stderr, r.stderr
+    listed = subprocess.run([HIPPO, "key", "list", "--json", "--db", str(db)], capture_output=True, text=True,
+                            env=clean_env(), timeout=60)
+    assert json.loads(listed.stdout) == [], listed.stdout
+    # The retry that works prints the key, and it works.
+    with Server(tmp_path, "--model", str(checkpoint), "--db", str(db), make_key=False, name="retry") as s:
+        keys = re.findall(r"hk_[A-Za-z0-9_-]{43}", s.log())
+        assert len(keys) == 1, s.log()
+        assert s.request("GET", "/v1/models", key=keys[0])[0] == 200
+        assert s.stop() == 0, s.log()
 
 
 def test_auth_off_acts_as_tenant_default_on_loopback_only(checkpoint, tmp_path):

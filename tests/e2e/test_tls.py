@@ -58,7 +58,7 @@ def test_https_and_wss_with_a_verified_certificate(tls_server):
     r = subprocess.run(["curl", "-sS", "--cacert", str(s.cert), f"https://127.0.0.1:{s.port}/healthz"],
                        capture_output=True, text=True, timeout=30)
     assert r.returncode == 0, r.stderr
-    assert json.loads(r.stdout) == {"status": "ok"}
+    assert json.loads(r.stdout)["status"] == "ok"
 
     context = ssl.create_default_context(cafile=str(s.cert))
 
@@ -100,7 +100,7 @@ def test_plain_http_and_untrusting_clients_are_refused_and_the_server_keeps_serv
     assert metric(s, "hippo_tls_handshake_failures_total") >= before + 1
     ok = subprocess.run(["curl", "-sS", "--cacert", str(s.cert), f"https://127.0.0.1:{s.port}/healthz"],
                         capture_output=True, text=True, timeout=30)
-    assert ok.returncode == 0 and json.loads(ok.stdout) == {"status": "ok"}
+    assert ok.returncode == 0 and json.loads(ok.stdout)["status"] == "ok"
 
 
 def test_hippo_chat_over_wss(tls_server):

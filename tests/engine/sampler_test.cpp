@@ -98,3 +98,21 @@ TEST_CASE("over a vocabulary-sized row the draw follows the softmax across block
     CHECK(std::abs(counts[id] / double(kDraws) - prob) < 0.015);
   }
 }
+
+TEST_CASE("without a seed each sampler draws one and reports it; the reported seed repeats the draws", "[sampler]") {
+  std::vector<float> logits(1000);
+  for (size_t i = 0; i < logits.size(); ++i) logits[i] = static_cast<float>(i % 7) * 0.1f;
+  SamplingParams p;
+  p.temperature = 1.0;
+  Sampler a(p), b(p);
+  CHECK(a.seed() != b.seed());
+  CHECK(a.seed() < (uint64_t{1} << 63));  // fits OpenAI's signed 64-bit seed
+  std::vector<int32_t> first;
+  for (int i = 0; i < 32; ++i) first.push_back(a.next(logits));
+  p.seed = a.seed();
+  Sampler again(p);
+  CHECK(again.seed() == a.seed());
+  std::vector<int32_t> repeated;
+  for (int i = 0; i < 32; ++i) repeated.push_back(again.next(logits));
+  CHECK(repeated == first);
+}

@@ -89,7 +89,7 @@ json::object to_json(const protocol::ClientEvent& e) {
       o["top_p"] = r.sampling.top_p;
       o["top_k"] = r.sampling.top_k;
       o["min_p"] = r.sampling.min_p;
-      o["seed"] = r.sampling.seed;
+      if (r.sampling.seed) o["seed"] = *r.sampling.seed;
       o["stop"] = std::move(stop);
       break;
     }

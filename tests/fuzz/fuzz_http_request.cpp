@@ -16,7 +16,7 @@
 // Beyond "no crash, no exception, no sanitizer report":
 // - a parsed body is within the limit (and as long as Content-Length says), and only a body over
 //   it is answered 413;
-// - the route's path is the target before '?'; only /healthz is answered without a key; an upgrade
+// - the route's path is the target before '?'; only /healthz and /readyz are answered without a key; an upgrade
 //   request goes to the WebSocket endpoint or is refused, and no other request does; an endpoint
 //   runs only on the method it takes; a route is an error exactly when its error has a status, and
 //   the error's message names the path;
@@ -153,6 +153,8 @@ bool is_error(Route::Endpoint endpoint) {
 http::verb method_of(Route::Endpoint endpoint) {
   switch (endpoint) {
     case Route::Endpoint::kHealthz:
+    case Route::Endpoint::kReadyz:
+    case Route::Endpoint::kModel:
     case Route::Endpoint::kAgentsUpgrade:
     case Route::Endpoint::kMetrics:
     case Route::Endpoint::kModels:
@@ -178,7 +180,7 @@ bool route(const Request& request, bool keep_alive) {
   HIPPO_FUZZ_CHECK(path.data() == full.data() && path.find('?') == std::string_view::npos &&
                        (path.size() == full.size() || full[path.size()] == '?'),
                    "the path is not the target before '?': " + what());
-  HIPPO_FUZZ_CHECK(dest.needs_key || path == "/healthz", "answered without a key: " + what());
+  HIPPO_FUZZ_CHECK(dest.needs_key || path == "/healthz" || path == "/readyz", "answered without a key: " + what());
   const bool upgrade = beast::websocket::is_upgrade(request);
   const bool routed_as_upgrade =
       dest.endpoint == Route::Endpoint::kAgentsUpgrade || dest.endpoint == Route::Endpoint::kNoSuchUpgrade;
@@ -204,12 +206,14 @@ bool route(const Request& request, bool keep_alive) {
           openai::parse_chat_request(request.body(), kOptions.model_id, kOptions.default_max_output_tokens);
       if (!parsed.ok()) {
         const hippo::Status& st = parsed.status();
-        check_answer(static_cast<unsigned>(openai::http_status_for(st)), st.message(), openai::request_error_code(st),
+        check_answer(static_cast<unsigned>(openai::request_error_status(st)), st.message(), openai::request_error_code(st),
                      request.version(), keep_alive);
       }
       return keep_alive;  // answered by the runtime, then the next request
     }
     case Route::Endpoint::kHealthz:
+    case Route::Endpoint::kReadyz:
+    case Route::Endpoint::kModel:
     case Route::Endpoint::kMetrics:
     case Route::Endpoint::kModels:
     case Route::Endpoint::kSessionAdmin:
