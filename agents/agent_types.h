@@ -41,10 +41,22 @@ struct InputItem {
   std::string tool_call_id;  // kToolResult: the call it answers
 };
 
+// One token and its log-probability under the model (log-softmax of the raw logits: before
+// temperature, top-k, top-p and min-p).
+struct TokenLogprob {
+  std::string token;  // its bytes (alone, a piece of a character is not valid UTF-8)
+  double logprob = 0;
+};
+
+inline constexpr int kMaxTopLogprobs = 20;
+
 struct ResponseOptions {
   engine::SamplingParams sampling;  // temperature 0: greedy
   int64_t max_output_tokens = 256;
   int64_t max_prompt_tokens = 0;    // the most tokens the response's new input may render to; 0: no limit
+  // -1: none; 0 to kMaxTopLogprobs: a kTokenLogprob event per sampled token (EOS and special tokens
+  // aside) with this many most likely alternatives.
+  int top_logprobs = -1;
   std::vector<std::string> stop;    // the answer ends before the first of these (not included)
 };
 
@@ -64,6 +76,7 @@ struct ResponseEvent {
     kToolCallBegin,           // call_id, name
     kToolCallArgumentsDelta,  // call_id, text
     kToolCallDone,            // call_id, name, text: the whole arguments JSON
+    kTokenLogprob,            // text: a sampled token's bytes, logprob, top_logprobs (before its text's deltas)
     kCompleted,               // finish_reason, usage
     kFailed,                  // error
   };
@@ -74,6 +87,8 @@ struct ResponseEvent {
   std::string finish_reason;  // "stop", "length", "tool_calls", "cancelled"
   Usage usage;
   uint64_t seed = 0;          // kCompleted, kFailed: the sampling seed the response used (given or drawn)
+  double logprob = 0;                      // kTokenLogprob
+  std::vector<TokenLogprob> top_logprobs;  // kTokenLogprob: most likely first
   Status error;
 };
 

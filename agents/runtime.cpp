@@ -10,6 +10,7 @@
 
 #include <algorithm>
 #include <atomic>
+#include <cmath>
 #include <condition_variable>
 #include <deque>
 #include <filesystem>
@@ -154,6 +155,10 @@ class AgentRuntime::Engine {
     if (options.max_output_tokens <= 0 || options.max_output_tokens > options_.max_output_tokens) {
       return Status(ErrorCode::kInvalidArgument, fmt::format("max_output_tokens must be in [1, {}], not {}",
                                                              options_.max_output_tokens, options.max_output_tokens));
+    }
+    if (options.top_logprobs < -1 || options.top_logprobs > kMaxTopLogprobs) {
+      return Status(ErrorCode::kInvalidArgument,
+                    fmt::format("top_logprobs must be in [0, {}], not {}", kMaxTopLogprobs, options.top_logprobs));
     }
     if (static_cast<int64_t>(queue_.size()) >= options_.max_queued_responses) {
       return Status(ErrorCode::kResourceExhausted,
@@ -518,12 +523,43 @@ class AgentRuntime::Engine {
   }
 
   void sample(AgentSession& s) {
-    const int32_t token = s.job->sampler.next(s.state->next_logits());
+    const std::span<const float> logits = s.state->next_logits();
+    const int32_t token = s.job->sampler.next(logits);
+    if (s.job->options().top_logprobs >= 0) emit_logprob(*s.job, logits, token);
     if (s.job->accept(token)) {
       finish(s, s.job->finish_reason());
     } else {
       s.pending.assign(1, token);
     }
+  }
+
+  // The sampled token's log-probability under the model and the most likely alternatives.
+  void emit_logprob(const ResponseJob& job, std::span<const float> logits, int32_t token) const {
+    if (token == model_.config().eos_token_id) return;
+    if (const tokenizer::AddedToken* added = tokenizer_.added_vocabulary().by_id(token); added && added->special) return;
+    const float max = *std::max_element(logits.begin(), logits.end());
+    double sum = 0;
+    for (float l : logits) sum += std::exp(static_cast<double>(l - max));
+    const double log_total = static_cast<double>(max) + std::log(sum);
+    auto entry = [&](int32_t id) {
+      return TokenLogprob{tokenizer_.decode(std::span(&id, 1)), static_cast<double>(logits[static_cast<size_t>(id)]) - log_total};
+    };
+    ResponseEvent e;
+    e.kind = ResponseEvent::Kind::kTokenLogprob;
+    const TokenLogprob sampled = entry(token);
+    e.text = sampled.token;
+    e.logprob = sampled.logprob;
+    const size_t k = std::min<size_t>(static_cast<size_t>(job.options().top_logprobs), logits.size());
+    if (k > 0) {
+      std::vector<int32_t> ids(logits.size());
+      for (size_t i = 0; i < ids.size(); ++i) ids[i] = static_cast<int32_t>(i);
+      std::partial_sort(ids.begin(), ids.begin() + static_cast<std::ptrdiff_t>(k), ids.end(), [&](int32_t a, int32_t b) {
+        return logits[static_cast<size_t>(a)] > logits[static_cast<size_t>(b)] ||
+               (logits[static_cast<size_t>(a)] == logits[static_cast<size_t>(b)] && a < b);
+      });
+      for (size_t i = 0; i < k; ++i) e.top_logprobs.push_back(entry(ids[i]));
+    }
+    job.emit(e);
   }
 
   // Admits queued responses in order while memory allows: resident state plus every running

@@ -299,7 +299,8 @@ void HttpSession::chat_completions(const Request& request) {
   parsed->options.max_prompt_tokens = tenant_.max_prompt_tokens;
   const std::string response_id = ctx_.new_response_id();
   chat_ = std::make_unique<Chat>(Chat{"", openai::ChatCompletion("chatcmpl-" + response_id, ctx_.options.model_id,
-                                                                 unix_seconds(), parsed->include_usage),
+                                                                 unix_seconds(), parsed->include_usage,
+                                                                 parsed->options.top_logprobs >= 0),
                                       parsed->stream, false});
   watch_client();
   net::post(ctx_.runtime_calls, [self = shared_from_this(), tenant = tenant_, r = std::move(parsed).value()]() mutable {

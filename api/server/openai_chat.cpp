@@ -134,8 +134,10 @@ Result<ChatRequest> parse_chat_request(std::string_view body, const std::string&
   auto logprobs = f.boolean("logprobs");
   auto top_logprobs = f.integer("top_logprobs");
   if (!f.ok()) return invalid(f.error());
-  if (logprobs.value_or(false) || top_logprobs.value_or(0) > 0)
-    return Status(ErrorCode::kUnavailable, "logprobs are not supported yet; send the request without logprobs and top_logprobs");
+  if (top_logprobs && !logprobs.value_or(false)) return invalid("top_logprobs needs logprobs: true");
+  if (top_logprobs && (*top_logprobs < 0 || *top_logprobs > agents::kMaxTopLogprobs))
+    return invalid(fmt::format("top_logprobs must be in [0, {}]", agents::kMaxTopLogprobs));
+  if (logprobs.value_or(false)) r.options.top_logprobs = static_cast<int>(top_logprobs.value_or(0));
   r.model = *model;
   if (r.model != served_model)
     return Status(ErrorCode::kNotFound, fmt::format("model '{}' is not served here; this server serves '{}'", r.model, served_model));
@@ -242,14 +244,35 @@ json::object usage_object(const agents::Usage& u) {
 
 std::string finish_reason_name(const std::string& reason) { return reason.empty() ? "stop" : reason; }
 
+// OpenAI's {token, logprob, bytes}: the token as UTF-8 text (U+FFFD for a partial character) and
+// its exact bytes.
+json::object token_logprob(const agents::TokenLogprob& t) {
+  json::array bytes;
+  for (unsigned char b : t.token) bytes.emplace_back(static_cast<int64_t>(b));
+  return {{"token", tokenizer::repair_utf8(t.token)}, {"logprob", t.logprob}, {"bytes", std::move(bytes)}};
+}
+
+json::object logprob_entry(const agents::ResponseEvent& e) {
+  json::object o = token_logprob({e.text, e.logprob});
+  json::array top;
+  for (const agents::TokenLogprob& t : e.top_logprobs) top.push_back(token_logprob(t));
+  o["top_logprobs"] = std::move(top);
+  return o;
+}
+
 }  // namespace
 
-ChatCompletion::ChatCompletion(std::string id, std::string model, int64_t created, bool include_usage)
-    : id_(std::move(id)), model_(std::move(model)), created_(created), include_usage_(include_usage) {}
+ChatCompletion::ChatCompletion(std::string id, std::string model, int64_t created, bool include_usage, bool logprobs)
+    : id_(std::move(id)), model_(std::move(model)), created_(created), include_usage_(include_usage),
+      logprobs_requested_(logprobs) {}
 
 std::string ChatCompletion::chunk(std::string_view delta_json, std::string_view finish_reason,
-                                  std::optional<uint64_t> seed) const {
+                                  std::optional<uint64_t> seed) {
   json::object choice{{"index", 0}, {"delta", json::parse(delta_json)}, {"logprobs", nullptr}};
+  if (!logprobs_.empty()) {
+    choice["logprobs"] = json::object{{"content", std::move(logprobs_)}, {"refusal", nullptr}};
+    logprobs_ = {};
+  }
   choice["finish_reason"] = finish_reason.empty() ? json::value(nullptr) : json::value(finish_reason);
   json::object c{{"id", id_},
                  {"object", "chat.completion.chunk"},
@@ -292,6 +315,9 @@ std::string ChatCompletion::stream_event(const agents::ResponseEvent& e) {
     }
     case Kind::kToolCallDone:
       return {};
+    case Kind::kTokenLogprob:  // sent with the next chunk
+      logprobs_.push_back(logprob_entry(e));
+      return {};
     case Kind::kCompleted: {
       std::string out = chunk("{}", finish_reason_name(e.finish_reason), e.seed);
       if (include_usage_) {
@@ -318,6 +344,7 @@ void ChatCompletion::add(const agents::ResponseEvent& e) {
     case Kind::kReasoningDelta: reasoning_ += e.text; break;
     case Kind::kToolCallBegin: tool_calls_[static_cast<size_t>(tool_index(e.call_id))].name = e.name; break;
     case Kind::kToolCallArgumentsDelta: break;
+    case Kind::kTokenLogprob: logprobs_.push_back(logprob_entry(e)); break;
     case Kind::kToolCallDone: {
       ToolCall& call = tool_calls_[static_cast<size_t>(tool_index(e.call_id))];
       call.name = e.name;
@@ -348,8 +375,12 @@ std::string ChatCompletion::body() const {
       {"object", "chat.completion"},
       {"created", created_},
       {"model", model_},
-      {"choices", json::array{json::object{{"index", 0}, {"message", std::move(message)}, {"logprobs", nullptr},
-                                           {"finish_reason", finish_reason_}}}},
+      {"choices", json::array{json::object{
+                      {"index", 0},
+                      {"message", std::move(message)},
+                      {"logprobs", logprobs_requested_ ? json::value(json::object{{"content", logprobs_}, {"refusal", nullptr}})
+                                                       : json::value(nullptr)},
+                      {"finish_reason", finish_reason_}}}},
       {"usage", usage_object(usage_)},
       {"seed", seed_},  // hippo's: the sampling seed, given or drawn (send it back to repeat the answer)
   });

@@ -10,6 +10,8 @@
 #include "agents/agent_types.h"
 #include "base/status.h"
 
+#include <boost/json/array.hpp>
+
 #include <cstdint>
 #include <optional>
 #include <string>
@@ -48,7 +50,8 @@ std::string model_body(const std::string& model_id, int64_t created);
 // Turns one response's events into the chat.completion object, or into SSE `data:` lines.
 class ChatCompletion {
  public:
-  ChatCompletion(std::string id, std::string model, int64_t created, bool include_usage);
+  // logprobs: the request asked for them (choices[].logprobs is then an object, else null).
+  ChatCompletion(std::string id, std::string model, int64_t created, bool include_usage, bool logprobs = false);
 
   // Streaming: the SSE data lines ("data: {...}\n\n") the start of the response sends.
   std::string stream_start();
@@ -62,15 +65,17 @@ class ChatCompletion {
   const Status& error() const { return error_; }
 
  private:
-  // seed: only on the chunk with the finish_reason.
+  // seed: only on the chunk with the finish_reason. Carries the logprobs not sent yet.
   std::string chunk(std::string_view delta_json, std::string_view finish_reason,
-                    std::optional<uint64_t> seed = std::nullopt) const;
+                    std::optional<uint64_t> seed = std::nullopt);
   int tool_index(const std::string& call_id);
 
   std::string id_;
   std::string model_;
   int64_t created_ = 0;
   bool include_usage_ = false;
+  bool logprobs_requested_ = false;
+  boost::json::array logprobs_;  // non-streaming: every entry; streaming: those not sent yet
   std::string content_;
   std::string reasoning_;
   struct ToolCall {

@@ -1,11 +1,13 @@
 #include "api/server/protocol.h"
 
 #include "api/server/json_fields.h"
+#include "engine/tokenizer/utf8.h"
 
 #include <boost/json/parse.hpp>
 #include <boost/json/serialize.hpp>
 #include <fmt/format.h>
 
+#include <algorithm>
 #include <cmath>
 #include <map>
 
@@ -135,12 +137,15 @@ bool parse_response_create(JsonFields& f, ClientEvent& e, int64_t default_max_ou
   if (auto v = f.number("min_p")) r.sampling.min_p = *v;
   if (auto v = f.unsigned_integer("seed")) r.sampling.seed = *v;
   if (auto v = f.strings("stop")) r.stop = *v;
+  if (auto v = f.integer("top_logprobs")) r.top_logprobs = static_cast<int>(std::clamp<int64_t>(*v, -2, 100));
   if (!f.ok()) return false;
   if (r.max_output_tokens <= 0) f.fail("max_output_tokens must be positive");
   else if (!(r.sampling.temperature >= 0 && std::isfinite(r.sampling.temperature))) f.fail("temperature must be >= 0");
   else if (!(r.sampling.top_p > 0 && r.sampling.top_p <= 1)) f.fail("top_p must be in (0, 1]");
   else if (r.sampling.top_k < 0) f.fail("top_k must be >= 0 (0: off)");
   else if (!(r.sampling.min_p >= 0 && r.sampling.min_p <= 1)) f.fail("min_p must be in [0, 1]");
+  else if (r.top_logprobs < -1 || r.top_logprobs > agents::kMaxTopLogprobs)
+    f.fail(fmt::format("top_logprobs must be in [0, {}]", agents::kMaxTopLogprobs));
   for (const std::string& s : r.stop)
     if (s.empty()) f.fail("stop strings must not be empty");
   return f.ok();
@@ -269,6 +274,16 @@ json::object response_event(const agents::ResponseEvent& e, const std::string& s
       o["name"] = e.name;
       o["arguments"] = e.text;
       break;
+    case Kind::kTokenLogprob: {
+      o["type"] = "response.logprob";
+      o["token"] = tokenizer::repair_utf8(e.text);
+      o["logprob"] = e.logprob;
+      json::array top;
+      for (const agents::TokenLogprob& t : e.top_logprobs)
+        top.push_back(json::object{{"token", tokenizer::repair_utf8(t.token)}, {"logprob", t.logprob}});
+      o["top_logprobs"] = std::move(top);
+      break;
+    }
     case Kind::kCompleted:
       o["type"] = "response.completed";
       o["finish_reason"] = e.finish_reason;

@@ -194,6 +194,16 @@ def run(coro):
     return asyncio.run(coro)
 
 
+def wait_until(predicate, seconds):
+    """Polls predicate every 20 ms for up to `seconds`; its last answer."""
+    deadline = time.monotonic() + seconds
+    while time.monotonic() < deadline:
+        if predicate():
+            return True
+        time.sleep(0.02)
+    return predicate()
+
+
 def metric(server, name):
     _, _, text = server.get("/metrics")
     for line in text.splitlines():

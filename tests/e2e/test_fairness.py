@@ -13,7 +13,7 @@ import time
 import openai
 import pytest
 
-from serve_helpers import Client, Server, make_checkpoint, metric
+from serve_helpers import Client, Server, make_checkpoint, metric, wait_until
 
 BIG_WORDS = 20000  # ~40K tokens: ~45 s of prefill on the tiny model with 2 threads
 
@@ -44,15 +44,6 @@ class RawRequest:
 
     def hang_up(self):
         self.sock.close()
-
-
-def wait_until(predicate, seconds):
-    deadline = time.monotonic() + seconds
-    while time.monotonic() < deadline:
-        if predicate():
-            return True
-        time.sleep(0.02)
-    return predicate()
 
 
 def engine_idle(server):

@@ -1,17 +1,16 @@
 """What the official `openai` client met on `hippo serve` (issue 19, items 6 and 7), through the real
 binary: answers vary without a seed and report the seed drawn, which repeats them; special tokens
-never reach `content`; `logprobs` and other unsupported fields get 400 (which the client does not
-retry), never a silent null or a 501; `GET /v1/models/{id}`; the embedded default model's id."""
+never reach `content`; `logprobs` are returned, plain and streamed; unsupported fields get 400
+(which the client does not retry), never a silent null or a 501; `GET /v1/models/{id}`; the embedded default model's id."""
 import json
 import pathlib
 import sqlite3
 import subprocess
-import time
 
 import openai
 import pytest
 
-from serve_helpers import HIPPO, Server, clean_env, make_checkpoint, metric
+from serve_helpers import HIPPO, Server, clean_env, make_checkpoint, metric, wait_until
 
 TIMEOUT = 120
 
@@ -80,8 +79,7 @@ def test_special_tokens_never_reach_content(client, server, checkpoint):
 
 
 def test_unsupported_fields_are_400_and_not_retried(client, server):
-    for kw, word in [({"logprobs": True}, "logprobs"), ({"logprobs": True, "top_logprobs": 2}, "logprobs"),
-                     ({"response_format": {"type": "json_object"}}, "response_format"),
+    for kw, word in [({"response_format": {"type": "json_object"}}, "response_format"),
                      ({"tool_choice": {"type": "function", "function": {"name": "f"}},
                        "tools": [{"type": "function", "function": {"name": "f"}}]}, "tool_choice")]:
         before = metric(server, "hippo_http_requests_total")
@@ -97,6 +95,27 @@ def test_unsupported_fields_are_400_and_not_retried(client, server):
             {"role": "user", "content": "Hi"}, {"role": "assistant", "content": "Hello"},
             {"role": "user", "content": "Again"}])
     assert ask(client, max_tokens=2, logprobs=False).choices[0].logprobs is None  # false is no request
+    with pytest.raises(openai.BadRequestError, match="top_logprobs"):
+        ask(client, max_tokens=2, top_logprobs=2)  # without logprobs: true
+    with pytest.raises(openai.BadRequestError, match="top_logprobs"):
+        ask(client, max_tokens=2, logprobs=True, top_logprobs=21)
+
+
+def test_logprobs_plain_and_streamed(client):
+    r = ask(client, max_tokens=6, temperature=0, logprobs=True, top_logprobs=3)
+    entries = r.choices[0].logprobs.content
+    assert 1 <= len(entries) <= 6
+    for e in entries:
+        assert e.logprob <= 0 and len(e.top_logprobs) == 3
+        assert bytes(e.bytes).decode("utf-8", "replace") == e.token
+        # Greedy: the sampled token is the most likely one.
+        assert e.top_logprobs[0].logprob == pytest.approx(e.logprob)
+        assert e.top_logprobs[0].logprob >= e.top_logprobs[1].logprob >= e.top_logprobs[2].logprob
+    assert b"".join(bytes(e.bytes) for e in entries).decode("utf-8", "replace") == r.choices[0].message.content
+    stream = client.chat.completions.create(model="tiny", messages=[{"role": "user", "content": "Tell me a story"}],
+                                            max_tokens=6, temperature=0, logprobs=True, top_logprobs=3, stream=True)
+    streamed = [e for c in stream if c.choices and c.choices[0].logprobs for e in c.choices[0].logprobs.content]
+    assert [(e.token, e.logprob) for e in streamed] == [(e.token, e.logprob) for e in entries]
 
 
 def test_models_by_id(client):
@@ -155,15 +174,7 @@ def test_chat_completion_sessions_stay_out_of_listings_and_go_under_the_retentio
     assert len(session_list("--all")) == 1
     with Server(tmp_path, "--model", str(checkpoint), "--db", str(db), "--completion-max-age-hours", "0",
                 "--completion-max-bytes", "1", name="third") as s:
-        assert wait_for(lambda: s.request("GET", "/v1/sessions?kind=completion")[2]["data"] == [])
+        assert wait_until(lambda: s.request("GET", "/v1/sessions?kind=completion")[2]["data"] == [], 10)
         assert "completion sessions removed" in s.log()
         assert s.stop() == 0, s.log()
 
-
-def wait_for(predicate, seconds=10):
-    deadline = time.monotonic() + seconds
-    while time.monotonic() < deadline:
-        if predicate():
-            return True
-        time.sleep(0.05)
-    return predicate()

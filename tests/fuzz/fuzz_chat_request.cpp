@@ -58,6 +58,10 @@ json::object to_json(const openai::ChatRequest& r) {
                  {"n", 1}};
   // The parser reads seed as a signed integer and keeps its bits.
   if (r.options.sampling.seed) o["seed"] = static_cast<int64_t>(*r.options.sampling.seed);
+  if (r.options.top_logprobs >= 0) {
+    o["logprobs"] = true;
+    o["top_logprobs"] = r.options.top_logprobs;
+  }
   switch (r.settings.tool_choice) {
     case ToolChoice::kAuto: o["tool_choice"] = "auto"; break;
     case ToolChoice::kNone: o["tool_choice"] = "none"; break;

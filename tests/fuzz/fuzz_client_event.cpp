@@ -90,6 +90,7 @@ json::object to_json(const protocol::ClientEvent& e) {
       o["top_k"] = r.sampling.top_k;
       o["min_p"] = r.sampling.min_p;
       if (r.sampling.seed) o["seed"] = *r.sampling.seed;
+      if (r.top_logprobs >= 0) o["top_logprobs"] = r.top_logprobs;
       o["stop"] = std::move(stop);
       break;
     }

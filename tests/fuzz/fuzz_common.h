@@ -98,7 +98,8 @@ inline bool same_items(const std::vector<agents::InputItem>& a, const std::vecto
 inline bool same_options(const agents::ResponseOptions& a, const agents::ResponseOptions& b) {
   return same_double(a.sampling.temperature, b.sampling.temperature) && a.sampling.top_k == b.sampling.top_k &&
          same_double(a.sampling.top_p, b.sampling.top_p) && same_double(a.sampling.min_p, b.sampling.min_p) &&
-         a.sampling.seed == b.sampling.seed && a.max_output_tokens == b.max_output_tokens && a.stop == b.stop;
+         a.sampling.seed == b.sampling.seed && a.max_output_tokens == b.max_output_tokens && a.stop == b.stop &&
+         a.top_logprobs == b.top_logprobs;
 }
 
 // What every accepted request's settings must satisfy: a tool's parameters are a JSON object's
