@@ -21,12 +21,15 @@ namespace hippo::agents {
 //   "prompt"     the ids rendered for the inputs before it, generation prompt included
 //   "assistant"  content: every byte the model wrote; tool_calls: its DSML block; token_ids: the
 //                sampled ids and the EOS that closes the turn
+//   "assistant_input"  an earlier answer the client gave (InputItem::kAssistantMessage): content
+//                its text; tool_calls {"reasoning": text or null, "calls": [{id, name, arguments}]}
 // The concatenated token_ids of a session's log are exactly the ids its model state has seen or
 // will see next, so a lost or foreign snapshot is rebuilt by prefilling them.
 inline constexpr std::string_view kRolePrompt = "prompt";
 inline constexpr std::string_view kRoleAssistant = "assistant";
 inline constexpr std::string_view kRoleUser = "user";
 inline constexpr std::string_view kRoleTool = "tool";
+inline constexpr std::string_view kRoleAssistantInput = "assistant_input";
 
 struct AgentSession {
   AgentSession(std::string session_id, SessionSettings session_settings, tokenizer::ChatEncoder chat_encoder)
@@ -34,6 +37,10 @@ struct AgentSession {
 
   std::string id;
   std::optional<int64_t> tenant;
+  bool completion = false;  // of kind completion (a stateless request's): keyed or closed when its response ends
+  // Completion sessions: the conversation key of the items rendered so far (conversation_key.h).
+  std::string conversation_key;
+  bool keyed = false;  // storage holds conversation_key as its prefix key (it is idle and unchanged)
   SessionSettings settings;
   SessionStatus status = SessionStatus::kReady;
   tokenizer::ChatEncoder encoder;

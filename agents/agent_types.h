@@ -35,10 +35,14 @@ std::string settings_to_json(const SessionSettings& settings);
 Result<SessionSettings> settings_from_json(std::string_view json);
 
 struct InputItem {
-  enum class Kind { kUserMessage, kToolResult };
+  // kAssistantMessage: an earlier answer given by the client (a stateless request's history), rendered
+  // as the chat encoding renders an assistant message; its calls then await their results.
+  enum class Kind { kUserMessage, kToolResult, kAssistantMessage };
   Kind kind = Kind::kUserMessage;
   std::string content;
-  std::string tool_call_id;  // kToolResult: the call it answers
+  std::string tool_call_id;                     // kToolResult: the call it answers
+  std::optional<std::string> reasoning{};       // kAssistantMessage
+  std::vector<tokenizer::ToolCall> tool_calls{};  // kAssistantMessage
 };
 
 // One token and its log-probability under the model (log-softmax of the raw logits: before
@@ -58,6 +62,9 @@ struct ResponseOptions {
   // aside) with this many most likely alternatives.
   int top_logprobs = -1;
   std::vector<std::string> stop;    // the answer ends before the first of these (not included)
+  // false: the answer ends after its first complete tool call (the runtime writes the block's
+  // close and EOS in the model's place, so the turn stays well-formed DSML).
+  bool parallel_tool_calls = true;
 };
 
 struct Usage {
@@ -113,7 +120,7 @@ struct SessionSummary {
   // started is kSwapped (its state is only in storage), or kClosed.
   SessionStatus status = SessionStatus::kSwapped;
   std::string forked_from;  // empty: not a fork
-  bool completion = false;  // the temporary session of a stateless request (create_session_response)
+  bool completion = false;  // a stateless request's session (respond_to_conversation)
   int64_t created_at = 0;   // Unix seconds
   int64_t updated_at = 0;
 };

@@ -88,8 +88,14 @@ void ResponseJob::emit(const ResponseEvent& event) const {
   if (sink_) sink_(event);
 }
 
+std::optional<int32_t> ResponseJob::forced_token() const {
+  if (forced_.empty()) return std::nullopt;
+  return forced_.front();
+}
+
 bool ResponseJob::accept(int32_t token) {
   if (finished_) return true;
+  if (!forced_.empty() && forced_.front() == token) forced_.erase(forced_.begin());
   if (sampled_.empty()) first_token = std::chrono::steady_clock::now();
   sampled_.push_back(token);
   if (token == eos_) {
@@ -183,6 +189,13 @@ void ResponseJob::emit_parser_events() {
         out.call_id = turn_.calls.empty() ? "" : turn_.calls.back().id;
         out.name = e.name;
         out.text = e.text;
+        if (!options_.parallel_tool_calls && forced_.empty()) {
+          // One call only: the block closes here and the turn ends.
+          std::string close(1, '\n');  // not "\n" + ...: g++ 12 -O3 reports a false -Wrestrict on it
+          close += tokenizer::dsml_syntax(chat_family(*tokenizer_)).block_close;
+          tokenizer_->encode(close, forced_);
+          forced_.push_back(eos_);
+        }
         break;
       case DsmlEvent::Kind::kToolCallsEnd:
         turn_.apply(e, id);

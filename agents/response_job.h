@@ -10,6 +10,7 @@
 
 #include <chrono>
 #include <cstdint>
+#include <optional>
 #include <string>
 #include <vector>
 
@@ -61,6 +62,9 @@ class ResponseJob {
   bool accept(int32_t token);
   // Ends the response early (cancelled, failed): flushes what the parser holds.
   void finish_early();
+  // The next token the response must take instead of a sampled one (closing a tool-call block
+  // when parallel_tool_calls is false), if any.
+  std::optional<int32_t> forced_token() const;
 
   const std::vector<int32_t>& sampled() const { return sampled_; }
   bool ended_with_eos() const { return ended_with_eos_; }
@@ -92,6 +96,7 @@ class ResponseJob {
   tokenizer::DsmlStreamParser parser_;
   std::vector<tokenizer::DsmlEvent> events_;
   std::vector<int32_t> sampled_;
+  std::vector<int32_t> forced_;  // still to take, in order
   std::string output_;
   std::string held_;  // text held back while it may be the start of a stop sequence
   size_t longest_stop_ = 0;

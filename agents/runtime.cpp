@@ -1,11 +1,13 @@
 #include "agents/runtime.h"
 
 #include "agents/agent_session.h"
+#include "agents/conversation_key.h"
 #include "base/log.h"
 #include "engine/model/model.h"
 #include "engine/tokenizer/tokenizer.h"
 #include "storage/store.h"
 
+#include <boost/json.hpp>
 #include <fmt/format.h>
 
 #include <algorithm>
@@ -23,6 +25,7 @@
 namespace hippo::agents {
 
 using Clock = std::chrono::steady_clock;
+namespace json = boost::json;
 
 namespace {
 
@@ -53,6 +56,59 @@ std::vector<tokenizer::Message> prompt_messages(const SessionSettings& settings,
   }
   messages.insert(messages.end(), inputs.begin(), inputs.end());
   return messages;
+}
+
+// The chat-encoding message of an input item.
+tokenizer::Message input_message(const InputItem& item) {
+  tokenizer::Message m;
+  m.content = item.content;
+  switch (item.kind) {
+    case InputItem::Kind::kUserMessage: m.role = tokenizer::Role::kUser; break;
+    case InputItem::Kind::kToolResult:
+      m.role = tokenizer::Role::kTool;
+      m.tool_call_id = item.tool_call_id;
+      break;
+    case InputItem::Kind::kAssistantMessage:
+      m.role = tokenizer::Role::kAssistant;
+      m.reasoning = item.reasoning;
+      m.tool_calls = item.tool_calls;
+      break;
+  }
+  return m;
+}
+
+// The log's tool_calls column of an "assistant_input" row (agent_session.h).
+std::string assistant_input_json(const InputItem& item) {
+  json::array calls;
+  for (const tokenizer::ToolCall& c : item.tool_calls)
+    calls.push_back(json::object{{"id", c.id}, {"name", c.name}, {"arguments", c.arguments}});
+  return json::serialize(json::object{{"reasoning", item.reasoning ? json::value(*item.reasoning) : json::value(nullptr)},
+                                      {"calls", std::move(calls)}});
+}
+
+Result<InputItem> assistant_input_from_row(const storage::MessageRecord& row) {
+  InputItem item;
+  item.kind = InputItem::Kind::kAssistantMessage;
+  item.content = row.content;
+  boost::system::error_code ec;
+  const json::value v = json::parse(row.tool_calls, ec);
+  const json::object* o = ec ? nullptr : v.if_object();
+  const json::value* calls = o ? o->if_contains("calls") : nullptr;
+  const json::value* reasoning = o ? o->if_contains("reasoning") : nullptr;
+  if (calls == nullptr || !calls->is_array() || reasoning == nullptr)
+    return Status(ErrorCode::kCorrupt, fmt::format("log message {}: an assistant_input row without its calls", row.seq));
+  if (reasoning->is_string()) item.reasoning = std::string(reasoning->get_string());
+  for (const json::value& c : calls->get_array()) {
+    const json::object* call = c.if_object();
+    const json::value* id = call ? call->if_contains("id") : nullptr;
+    const json::value* name = call ? call->if_contains("name") : nullptr;
+    const json::value* arguments = call ? call->if_contains("arguments") : nullptr;
+    if (!id || !name || !arguments || !id->is_string() || !name->is_string() || !arguments->is_string())
+      return Status(ErrorCode::kCorrupt, fmt::format("log message {}: a malformed call of an assistant_input row", row.seq));
+    item.tool_calls.push_back(
+        {std::string(id->get_string()), std::string(name->get_string()), std::string(arguments->get_string())});
+  }
+  return item;
 }
 
 }  // namespace
@@ -106,6 +162,7 @@ class AgentRuntime::Engine {
     // No model state until its first response needs one.
     auto session = std::make_unique<AgentSession>(info.id, settings, tokenizer::ChatEncoder(tokenizer_, chat_options(settings, chat_family(tokenizer_))));
     session->tenant = info.tenant_id;
+    session->completion = kind == storage::kSessionKindCompletion;
     session->last_used = ++clock_;
     sessions_[info.id] = std::move(session);
     return info.id;
@@ -113,28 +170,45 @@ class AgentRuntime::Engine {
 
   Status append_input(const std::string& id, std::vector<InputItem> items) {
     HIPPO_ASSIGN_OR_RETURN(AgentSession * s, find(id));
+    // Checked in order before anything is logged: a tool result answers a call still open at its
+    // place (an assistant item's calls open there).
+    std::vector<std::string> open = s->open_calls;
     for (const InputItem& item : items) {
-      if (item.kind == InputItem::Kind::kToolResult &&
-          std::find(s->open_calls.begin(), s->open_calls.end(), item.tool_call_id) == s->open_calls.end()) {
-        return Status(ErrorCode::kInvalidArgument,
-                      fmt::format("session {}: tool result for '{}', which is not a call awaiting a result", id,
-                                  item.tool_call_id));
+      if (item.kind == InputItem::Kind::kAssistantMessage) {
+        open.clear();
+        for (const tokenizer::ToolCall& call : item.tool_calls) open.push_back(call.id);
+      } else if (item.kind == InputItem::Kind::kToolResult) {
+        if (std::find(open.begin(), open.end(), item.tool_call_id) == open.end()) {
+          return Status(ErrorCode::kInvalidArgument,
+                        fmt::format("session {}: tool result for '{}', which is not a call awaiting a result", id,
+                                    item.tool_call_id));
+        }
+        std::erase(open, item.tool_call_id);
       }
+    }
+    if (s->keyed) {  // no longer the conversation its key names
+      HIPPO_RETURN_IF_ERROR(store_->set_prefix_key(id, std::nullopt));
+      s->keyed = false;
+    }
+    if (!s->conversation_key.empty()) {
+      for (const InputItem& item : items) s->conversation_key = extend_conversation_key(s->conversation_key, item);
     }
     for (const InputItem& item : items) {
       storage::MessageRecord row;
-      tokenizer::Message m;
-      m.content = item.content;
       row.content = item.content;
-      if (item.kind == InputItem::Kind::kUserMessage) {
-        m.role = tokenizer::Role::kUser;
-        row.role = kRoleUser;
-      } else {
-        m.role = tokenizer::Role::kTool;
-        m.tool_call_id = item.tool_call_id;
-        row.role = kRoleTool;
-        row.tool_calls = item.tool_call_id;
-        std::erase(s->open_calls, item.tool_call_id);
+      tokenizer::Message m = input_message(item);
+      switch (item.kind) {
+        case InputItem::Kind::kUserMessage: row.role = kRoleUser; break;
+        case InputItem::Kind::kToolResult:
+          row.role = kRoleTool;
+          row.tool_calls = item.tool_call_id;
+          std::erase(s->open_calls, item.tool_call_id);
+          break;
+        case InputItem::Kind::kAssistantMessage:
+          row.role = kRoleAssistantInput;
+          row.tool_calls = assistant_input_json(item);
+          open_assistant_calls(*s, item.tool_calls);
+          break;
       }
       row.first_token = log_tokens(*s);
       HIPPO_RETURN_IF_ERROR(store_->append_message(id, row).status());
@@ -143,6 +217,21 @@ class AgentRuntime::Engine {
     if (s->open_calls.empty() && s->status == SessionStatus::kAwaitingTool) s->status = SessionStatus::kReady;
     s->last_used = ++clock_;
     return Status::ok_status();
+  }
+
+  // An assistant item's calls await their results; later calls of the model are numbered past them.
+  static void open_assistant_calls(AgentSession& s, const std::vector<tokenizer::ToolCall>& calls) {
+    s.open_calls.clear();
+    for (const tokenizer::ToolCall& call : calls) {
+      s.open_calls.push_back(call.id);
+      int64_t number = 0;
+      const std::string_view id = call.id;
+      if (id.starts_with("call_") && id.size() > 5 && id.size() < 15 &&
+          std::all_of(id.begin() + 5, id.end(), [](char c) { return c >= '0' && c <= '9'; })) {
+        number = std::stoll(std::string(id.substr(5)));
+        s.n_calls = std::max(s.n_calls, number + 1);
+      }
+    }
   }
 
   Status create_response(const std::string& id, ResponseOptions options, EventSink sink) {
@@ -203,15 +292,78 @@ class AgentRuntime::Engine {
     return Status::ok_status();
   }
 
-  Result<std::string> create_session_response(const SessionSettings& settings, std::optional<int64_t> tenant,
-                                              std::vector<InputItem> items, ResponseOptions options, EventSink sink) {
-    HIPPO_ASSIGN_OR_RETURN(std::string id, create_session(settings, {}, tenant, storage::kSessionKindCompletion));
+  Result<ConversationResponse> respond_to_conversation(const SessionSettings& settings, std::optional<int64_t> tenant,
+                                                       std::vector<InputItem> items, ResponseOptions options,
+                                                       EventSink sink) {
+    const std::vector<std::string> keys = conversation_keys(settings, items);
+    ConversationResponse out;
+    std::string id;
+    size_t reused = 0;  // items the forked session holds already
+    // A prefix leaves at least the last item new: the response answers it.
+    if (items.size() > 1) {
+      HIPPO_ASSIGN_OR_RETURN(std::optional<storage::PrefixMatch> match,
+                             store_->find_prefix_session(tenant, std::span(keys).first(items.size() - 1)));
+      if (match) {
+        Result<std::string> fork = fork_prefix(match->session_id, keys[match->key_index]);
+        if (fork.ok()) {
+          id = *fork;
+          out.continued_from = match->session_id;
+          reused = match->key_index + 1;
+        } else {  // a session that cannot be used (another model, a broken log): start afresh
+          log::warn("prefix session not continued", {{"session", match->session_id}, {"error", fork.status().message()}});
+        }
+      }
+    }
+    if (id.empty()) {
+      HIPPO_ASSIGN_OR_RETURN(id, create_session(settings, {}, tenant, storage::kSessionKindCompletion));
+      sessions_.at(id)->conversation_key = conversation_root_key(settings);
+    }
+    items.erase(items.begin(), items.begin() + static_cast<std::ptrdiff_t>(reused));
     Status st = append_input(id, std::move(items));
     if (st.ok()) st = create_response(id, std::move(options), std::move(sink));
-    if (st.ok()) return id;
-    Status closed = close(id);
-    if (!closed.ok()) log::warn("session of a refused response not closed", {{"session", id}, {"error", closed.message()}});
-    return st;
+    if (!st.ok()) {
+      Status closed = close(id);
+      if (!closed.ok()) log::warn("session of a refused response not closed", {{"session", id}, {"error", closed.message()}});
+      return st;
+    }
+    out.session_id = std::move(id);
+    return out;
+  }
+
+  // A fork of an idle prefix session that takes over its model state: the source is snapshotted
+  // (incrementally) first, so it stays exactly as it was, in storage, for another continuation.
+  Result<std::string> fork_prefix(const std::string& source_id, const std::string& key) {
+    HIPPO_ASSIGN_OR_RETURN(AgentSession * src, find(source_id));
+    if (src->job) return Status(ErrorCode::kFailedPrecondition, fmt::format("session {}: a response is in progress", source_id));
+    HIPPO_RETURN_IF_ERROR(snapshot(*src));
+    HIPPO_ASSIGN_OR_RETURN(storage::SessionInfo info, store_->fork_session(source_id, {}));
+    HIPPO_RETURN_IF_ERROR(store_->set_prefix_key(source_id, key));  // used now: last to be closed
+    auto f = std::make_unique<AgentSession>(info.id, src->settings, src->encoder);
+    f->tenant = src->tenant;
+    f->completion = true;
+    f->conversation_key = key;
+    f->open_calls = src->open_calls;
+    f->n_calls = src->n_calls;
+    f->pending = src->pending;
+    f->status = src->open_calls.empty() ? SessionStatus::kReady : SessionStatus::kAwaitingTool;
+    f->snapshot_tokens = src->snapshot_tokens;
+    f->snapshot_time = src->snapshot_time;
+    f->last_used = ++clock_;
+    if (src->state) {
+      f->state = std::move(src->state);
+      src->state.reset();
+      src->stored_tokens = f->state->n_tokens();
+      HIPPO_RETURN_IF_ERROR(store_->set_session_status(source_id, status_name(SessionStatus::kSwapped)));
+      HIPPO_RETURN_IF_ERROR(store_->set_session_status(info.id, status_name(SessionStatus::kReady)));
+    } else {
+      f->stored_tokens = src->stored_tokens;
+      f->expected_prefix = src->expected_prefix;
+      f->needs_rebuild = src->needs_rebuild;
+    }
+    src->last_used = ++clock_;
+    log::debug("prefix session continued", {{"session", info.id}, {"from", source_id}, {"tokens", f->n_tokens()}});
+    sessions_[info.id] = std::move(f);
+    return info.id;
   }
 
   Status cancel(const std::string& id) {
@@ -321,6 +473,7 @@ class AgentRuntime::Engine {
     for (auto& [id, s] : sessions_) {
       if (s->job) finish(*s, "cancelled");
     }
+    close_finished_completions();
     Status first;
     for (auto& [id, s] : sessions_) {
       if (!s->state) continue;
@@ -363,10 +516,12 @@ class AgentRuntime::Engine {
       }
       for (auto& command : commands) {
         command();
+        close_finished_completions();
         note_progress();
       }
       if (!queue_.empty() || !running_.empty()) {
         step();
+        close_finished_completions();
         note_progress();
       }
     }
@@ -390,6 +545,11 @@ class AgentRuntime::Engine {
     rule.max_bytes = static_cast<int64_t>(std::min<uint64_t>(options_.completion_max_bytes, INT64_MAX));
     const int64_t now =
         std::chrono::duration_cast<std::chrono::seconds>(std::chrono::system_clock::now().time_since_epoch()).count();
+    if (rule.max_age_seconds > 0) {
+      Result<std::vector<std::string>> unused = store_->prefix_sessions_unused_since(now - rule.max_age_seconds);
+      if (unused.ok()) closing_.insert(closing_.end(), unused->begin(), unused->end());
+      close_finished_completions();
+    }
     Result<storage::RetentionStats> removed = store_->apply_retention(storage::kSessionKindCompletion, rule, now);
     if (!removed.ok()) {
       log::warn("retention of completion sessions failed", {{"error", removed.status().message()}});
@@ -524,8 +684,9 @@ class AgentRuntime::Engine {
 
   void sample(AgentSession& s) {
     const std::span<const float> logits = s.state->next_logits();
-    const int32_t token = s.job->sampler.next(logits);
-    if (s.job->options().top_logprobs >= 0) emit_logprob(*s.job, logits, token);
+    const std::optional<int32_t> forced = s.job->forced_token();
+    const int32_t token = forced ? *forced : s.job->sampler.next(logits);
+    if (s.job->options().top_logprobs >= 0 && !forced) emit_logprob(*s.job, logits, token);
     if (s.job->accept(token)) {
       finish(s, s.job->finish_reason());
     } else {
@@ -686,6 +847,7 @@ class AgentRuntime::Engine {
       done.kind = ResponseEvent::Kind::kCompleted;
     }
     done.finish_reason = finish_reason;
+    if (s.completion) keep_or_close(s, turn, error == nullptr && finish_reason != "cancelled");
     done.seed = job.sampler.seed();
     done.usage.input_tokens = job.input_tokens;
     done.usage.cached_tokens = job.cached_tokens;
@@ -708,6 +870,41 @@ class AgentRuntime::Engine {
   }
 
   void fail(AgentSession& s, const Status& error) { finish(s, "cancelled", &error); }
+
+  // A completion session's response ended. Completed, the session is keyed with its conversation
+  // and the answer as the client got it, so that the next turn continues it; otherwise nobody can
+  // continue it and it is closed. Either way, closings wait for close_finished_completions().
+  void keep_or_close(AgentSession& s, const AssistantTurn& turn, bool completed) {
+    if (completed && !s.conversation_key.empty()) {
+      InputItem answer;
+      answer.kind = InputItem::Kind::kAssistantMessage;
+      answer.content = turn.text;
+      answer.tool_calls = turn.calls;
+      s.conversation_key = extend_conversation_key(s.conversation_key, answer);
+      Status keyed = store_->set_prefix_key(s.id, s.conversation_key);
+      if (keyed.ok()) {
+        s.keyed = true;
+        Result<std::vector<std::string>> excess = store_->excess_prefix_sessions(s.tenant, options_.max_prefix_sessions);
+        if (excess.ok()) closing_.insert(closing_.end(), excess->begin(), excess->end());
+        return;
+      }
+      log::warn("prefix session not kept", {{"session", s.id}, {"error", keyed.message()}});
+    }
+    closing_.push_back(s.id);
+  }
+
+  // Closes the idle completion sessions keep_or_close() and the retention rule gave up.
+  void close_finished_completions() {
+    std::vector<std::string> ids;
+    ids.swap(closing_);
+    for (const std::string& id : ids) {
+      auto it = sessions_.find(id);
+      if (it != sessions_.end() && it->second->job) continue;  // in use again
+      Status st = store_->set_session_status(id, status_name(SessionStatus::kClosed));
+      if (!st.ok()) log::warn("completion session not closed", {{"session", id}, {"error", st.message()}});
+      if (it != sessions_.end()) sessions_.erase(it);
+    }
+  }
 
   void remove_job(AgentSession& s) {
     std::erase(running_, &s);
@@ -869,6 +1066,8 @@ class AgentRuntime::Engine {
     HIPPO_ASSIGN_OR_RETURN(SessionSettings settings, settings_from_json(info.settings));
     auto s = std::make_unique<AgentSession>(id, settings, tokenizer::ChatEncoder(tokenizer_, chat_options(settings, chat_family(tokenizer_))));
     s->tenant = info.tenant_id;
+    s->completion = info.kind == storage::kSessionKindCompletion;
+    s->keyed = s->completion;  // it may hold a prefix key: cleared if anything is appended
     HIPPO_ASSIGN_OR_RETURN(std::vector<storage::MessageRecord> log, store_->list_messages(id));
     std::vector<int32_t> ids;
     std::vector<tokenizer::Message> group;
@@ -882,6 +1081,10 @@ class AgentRuntime::Engine {
         m.tool_call_id = row.tool_calls;
         if (row.role == kRoleTool) std::erase(s->open_calls, row.tool_calls);
         group.push_back(std::move(m));
+      } else if (row.role == kRoleAssistantInput) {
+        HIPPO_ASSIGN_OR_RETURN(InputItem item, assistant_input_from_row(row));
+        open_assistant_calls(*s, item.tool_calls);
+        group.push_back(input_message(item));
       } else if (row.role == kRolePrompt) {
         const std::vector<tokenizer::Message> messages = prompt_messages(settings, ids.empty(), group);
         HIPPO_ASSIGN_OR_RETURN(tokenizer::ChatSuffix suffix, s->encoder.encode_chat_suffix(messages, true));
@@ -939,6 +1142,7 @@ class AgentRuntime::Engine {
   uint64_t empty_state_bytes_ = 0;
 
   std::map<std::string, std::unique_ptr<AgentSession>> sessions_;
+  std::vector<std::string> closing_;    // completion sessions to close once the current work is done
   std::deque<AgentSession*> queue_;     // responses waiting for admission
   std::vector<AgentSession*> running_;  // admitted, in admission order
   uint64_t clock_ = 0;
@@ -987,11 +1191,11 @@ Status AgentRuntime::create_response(const std::string& session_id, ResponseOpti
       [&]() -> Status { return engine_->create_response(session_id, std::move(options), std::move(sink)); });
 }
 
-Result<std::string> AgentRuntime::create_session_response(const SessionSettings& settings,
-                                                          std::optional<int64_t> tenant, std::vector<InputItem> items,
-                                                          ResponseOptions options, EventSink sink) {
-  return engine_->call([&]() -> Result<std::string> {
-    return engine_->create_session_response(settings, tenant, std::move(items), std::move(options), std::move(sink));
+Result<AgentRuntime::ConversationResponse> AgentRuntime::respond_to_conversation(
+    const SessionSettings& settings, std::optional<int64_t> tenant, std::vector<InputItem> items, ResponseOptions options,
+    EventSink sink) {
+  return engine_->call([&]() -> Result<ConversationResponse> {
+    return engine_->respond_to_conversation(settings, tenant, std::move(items), std::move(options), std::move(sink));
   });
 }
 

@@ -53,12 +53,15 @@ struct RuntimeOptions {
   int64_t max_batch_sessions = 256;
   std::chrono::milliseconds tool_grace{2000};
   std::chrono::milliseconds snapshot_interval{30000};
-  // Closed sessions of stateless requests (create_session_response) are removed once older than
+  // Closed sessions of stateless requests (respond_to_conversation) are removed once older than
   // this, or beyond the newest ones that hold completion_max_bytes; checked at start and every
   // retention_interval. 0: no bound.
   std::chrono::seconds completion_max_age{std::chrono::hours(24)};
   uint64_t completion_max_bytes = uint64_t{1} << 30;
   std::chrono::seconds retention_interval{60};
+  // Idle completion sessions kept per tenant for prefix reuse (respond_to_conversation); they are
+  // also closed once unused for completion_max_age.
+  int64_t max_prefix_sessions = 64;
 };
 
 class AgentRuntime {
@@ -77,12 +80,21 @@ class AgentRuntime {
   // Queues a response to everything appended so far. Events go to sink; the last is kCompleted
   // (finish_reason "cancelled" after cancel()) or kFailed.
   Status create_response(const std::string& session_id, ResponseOptions options, EventSink sink);
-  // create_session + append_input + create_response in one call (one wait for the engine thread
-  // rather than three): a stateless request's whole setup. The session is of kind "completion":
-  // left out of list_sessions unless asked for, removed under the retention rule once closed. A
-  // session made for a response that is then refused is closed again.
-  Result<std::string> create_session_response(const SessionSettings& settings, std::optional<int64_t> tenant,
-                                              std::vector<InputItem> items, ResponseOptions options, EventSink sink);
+  // A stateless request's whole conversation (not its system messages: they are in settings), in
+  // one call: the tenant's idle completion session whose conversation is the longest prefix of
+  // `items` (same settings, conversation_key.h) is forked, its model state moved to the fork (the
+  // source stays as it was, in storage), and only the items past that prefix are appended; without
+  // one, a new session of kind completion takes them all. Then a response is created. When it
+  // completes, the session is keyed with its conversation and the answer and kept, idle, for the
+  // next turn (at most max_prefix_sessions per tenant, the least recently used closed first);
+  // cancelled or failed, it is closed. Refused, nothing stored changes.
+  struct ConversationResponse {
+    std::string session_id;
+    std::string continued_from;  // the prefix session forked (empty: none)
+  };
+  Result<ConversationResponse> respond_to_conversation(const SessionSettings& settings, std::optional<int64_t> tenant,
+                                                       std::vector<InputItem> items, ResponseOptions options,
+                                                       EventSink sink);
   Status cancel(const std::string& session_id);
   // Snapshots the session now (durable when it returns).
   Status snapshot(const std::string& session_id);

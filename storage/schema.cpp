@@ -116,6 +116,12 @@ CREATE INDEX sessions_by_tenant ON sessions(tenant_id, status);
 ALTER TABLE tenants ADD COLUMN max_prompt_tokens INTEGER;
 ALTER TABLE sessions ADD COLUMN kind TEXT NOT NULL DEFAULT 'agent';
 )sql",
+    // 5: the key of the conversation an idle completion session holds (agents/conversation_key.h),
+    // so that a stateless request continues the session holding the longest prefix of its own.
+    R"sql(
+ALTER TABLE sessions ADD COLUMN prefix_key TEXT;
+CREATE INDEX sessions_by_prefix_key ON sessions(prefix_key) WHERE prefix_key IS NOT NULL;
+)sql",
 };
 
 }  // namespace

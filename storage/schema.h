@@ -15,7 +15,7 @@ namespace hippo::storage {
 // 1 = the first schema (meta, tenants, api_keys, sessions, messages, snapshots, snapshot_streams,
 // snapshot_chunks, kv_chunks); 2 = messages.token_ids; 3 = tenants.max_sessions and
 // tenants.tokens_per_minute (per-tenant limits), sessions_by_tenant.
-inline constexpr std::int64_t kFormatVersion = 4;
+inline constexpr std::int64_t kFormatVersion = 5;
 
 // Page size of new databases: 64 KiB (SQLite's largest), so that a 4 MiB chunk spans 64 overflow
 // pages instead of 1,024 and blob reads and writes stay close to sequential I/O.

@@ -215,7 +215,7 @@ Result<std::int64_t> SessionStore::count_open_sessions(std::int64_t tenant_id) {
   std::lock_guard lock(mutex_);
   HIPPO_RETURN_IF_ERROR(usable());
   HIPPO_ASSIGN_OR_RETURN(Statement count, Statement::prepare(*db_, "SELECT count(*) FROM sessions WHERE tenant_id = ? "
-                                                                   "AND status != 'closed'"));
+                                                                   "AND status != 'closed' AND prefix_key IS NULL"));
   count.bind(1, tenant_id);
   HIPPO_ASSIGN_OR_RETURN(bool row, count.step());
   HIPPO_CHECK(row, "aggregate query yields a row");
@@ -350,6 +350,79 @@ Result<std::vector<MessageRecord>> SessionStore::list_messages(std::string_view 
   return messages;
 }
 
+namespace {
+
+// "tenant_id IS ?": a NULL tenant matches sessions without one.
+void bind_tenant(Statement& stmt, int index, std::optional<std::int64_t> tenant_id) {
+  if (tenant_id) stmt.bind(index, *tenant_id);
+  else stmt.bind_null(index);
+}
+
+Result<std::vector<std::string>> read_ids(Statement& select) {
+  std::vector<std::string> ids;
+  for (;;) {
+    HIPPO_ASSIGN_OR_RETURN(bool row, select.step());
+    if (!row) return ids;
+    ids.push_back(select.column_text(0));
+  }
+}
+
+}  // namespace
+
+Status SessionStore::set_prefix_key(std::string_view id, std::optional<std::string_view> key) {
+  std::lock_guard lock(mutex_);
+  HIPPO_RETURN_IF_ERROR(usable());
+  HIPPO_ASSIGN_OR_RETURN(Statement update,
+                         Statement::prepare(*db_, "UPDATE sessions SET prefix_key = ?, updated_at = ? WHERE id = ?"));
+  if (key) update.bind(1, *key);
+  else update.bind_null(1);
+  update.bind(2, unix_now()).bind(3, id);
+  HIPPO_RETURN_IF_ERROR(note_failure(update.run().with_context(fmt::format("prefix key of session {}", id))));
+  if (db_->changes() == 0) return make_error(ErrorCode::kNotFound, "session {}: no such session in {}", id, db_->path());
+  return {};
+}
+
+Result<std::optional<PrefixMatch>> SessionStore::find_prefix_session(std::optional<std::int64_t> tenant_id,
+                                                                     std::span<const std::string> keys) {
+  std::lock_guard lock(mutex_);
+  HIPPO_RETURN_IF_ERROR(usable());
+  HIPPO_ASSIGN_OR_RETURN(Statement select,
+                         Statement::prepare(*db_, "SELECT id FROM sessions WHERE prefix_key = ? AND tenant_id IS ? AND "
+                                                  "status != 'closed' ORDER BY updated_at DESC, rowid DESC LIMIT 1"));
+  // Longest first: the first key that names a session wins (one indexed lookup per key tried).
+  for (std::size_t i = keys.size(); i-- > 0;) {
+    select.reset();
+    select.bind(1, std::string_view(keys[i]));
+    bind_tenant(select, 2, tenant_id);
+    HIPPO_ASSIGN_OR_RETURN(bool row, select.step());
+    if (row) return std::optional<PrefixMatch>(PrefixMatch{select.column_text(0), i});
+  }
+  return std::optional<PrefixMatch>();
+}
+
+Result<std::vector<std::string>> SessionStore::excess_prefix_sessions(std::optional<std::int64_t> tenant_id,
+                                                                      std::int64_t keep) {
+  std::lock_guard lock(mutex_);
+  HIPPO_RETURN_IF_ERROR(usable());
+  HIPPO_ASSIGN_OR_RETURN(Statement select,
+                         Statement::prepare(*db_, "SELECT id FROM sessions WHERE prefix_key IS NOT NULL AND tenant_id IS ? "
+                                                  "AND status != 'closed' ORDER BY updated_at DESC, rowid DESC LIMIT -1 "
+                                                  "OFFSET ?"));
+  bind_tenant(select, 1, tenant_id);
+  select.bind(2, keep);
+  return read_ids(select);
+}
+
+Result<std::vector<std::string>> SessionStore::prefix_sessions_unused_since(std::int64_t before) {
+  std::lock_guard lock(mutex_);
+  HIPPO_RETURN_IF_ERROR(usable());
+  HIPPO_ASSIGN_OR_RETURN(Statement select,
+                         Statement::prepare(*db_, "SELECT id FROM sessions WHERE prefix_key IS NOT NULL AND status != "
+                                                  "'closed' AND updated_at < ?"));
+  select.bind(1, before);
+  return read_ids(select);
+}
+
 Result<SessionInfo> SessionStore::fork_session(std::string_view source_id, std::string_view new_id) {
   std::lock_guard lock(mutex_);
   HIPPO_RETURN_IF_ERROR(usable());
@@ -363,8 +436,8 @@ Result<SessionInfo> SessionStore::fork_session(std::string_view source_id, std::
   HIPPO_ASSIGN_OR_RETURN(
       Statement session,
       Statement::prepare(*db_, "INSERT INTO sessions(id, tenant_id, model_fingerprint, status, settings, forked_from, "
-                               "created_at, updated_at) SELECT ?, tenant_id, model_fingerprint, status, settings, id, "
-                               "?, ? FROM sessions WHERE id = ?"));
+                               "created_at, updated_at, kind) SELECT ?, tenant_id, model_fingerprint, status, settings, "
+                               "id, ?, ?, kind FROM sessions WHERE id = ?"));
   Status inserted = session.bind(1, std::string_view(id)).bind(2, now).bind(3, now).bind(4, source_id).run();
   if (inserted.code() == ErrorCode::kAlreadyExists)
     return make_error(ErrorCode::kAlreadyExists, "session {} already exists in {}", id, db_->path());

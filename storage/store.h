@@ -88,6 +88,13 @@ struct StoreOptions {
   bool auto_checkpoint = true;
 };
 
+// Of a tenant's open sessions keyed with one of the keys asked for: the one whose key comes latest
+// in the list (the longest conversation prefix), and that key's index.
+struct PrefixMatch {
+  std::string session_id;
+  std::size_t key_index = 0;
+};
+
 // What made a session (format version 4): kept until removed, or the temporary session of a
 // stateless HTTP request, removed under a retention rule (apply_retention).
 inline constexpr std::string_view kSessionKindAgent = "agent";
@@ -256,12 +263,24 @@ class SessionStore {
   Result<SessionInfo> get_session(std::string_view id);
   Result<std::vector<SessionInfo>> list_sessions();
   Result<std::vector<SessionInfo>> list_tenant_sessions(std::int64_t tenant_id);
-  // Sessions of the tenant whose status is not "closed".
+  // Sessions of the tenant whose status is not "closed" and that hold no prefix key (idle prefix
+  // sessions are a cache, bounded on their own).
   Result<std::int64_t> count_open_sessions(std::int64_t tenant_id);
   Status set_session_status(std::string_view id, std::string_view status);
   Status remove_session(std::string_view id);  // its snapshots go; chunks wait for gc()
   Result<std::int64_t> append_message(std::string_view session_id, const MessageRecord& message);
   Result<std::vector<MessageRecord>> list_messages(std::string_view session_id);
+
+  // Prefix keys (format 5): an open session may carry the key of the conversation it holds
+  // (nullopt removes it); setting one also marks the session used now.
+  Status set_prefix_key(std::string_view id, std::optional<std::string_view> key);
+  // Among the open sessions of the tenant (none: those without one).
+  Result<std::optional<PrefixMatch>> find_prefix_session(std::optional<std::int64_t> tenant_id,
+                                                         std::span<const std::string> keys);
+  // Open keyed sessions to close: the tenant's beyond its `keep` most recently used.
+  Result<std::vector<std::string>> excess_prefix_sessions(std::optional<std::int64_t> tenant_id, std::int64_t keep);
+  // Open keyed sessions of every tenant last used before `before` (Unix seconds).
+  Result<std::vector<std::string>> prefix_sessions_unused_since(std::int64_t before);
 
   // Tenants and API keys. Keys are stored as SHA-256 hashes only.
   Result<std::int64_t> create_tenant(std::string_view name);

@@ -56,6 +56,7 @@ struct ServeCommand {
   double max_step_seconds = 0.25;
   double completion_max_age_hours = 24;
   uint64_t completion_max_bytes = uint64_t{1} << 30;
+  int64_t max_prefix_sessions = agents::RuntimeOptions{}.max_prefix_sessions;
 };
 
 // Without keys, anyone who reaches the port acts as tenant default: only this machine may.
@@ -144,6 +145,7 @@ Status run_server(const ServeCommand& cmd, std::ostream& out) {
   runtime_options.max_step_seconds = std::chrono::duration<double>(cmd.max_step_seconds);
   runtime_options.completion_max_age = std::chrono::seconds(static_cast<int64_t>(cmd.completion_max_age_hours * 3600));
   runtime_options.completion_max_bytes = cmd.completion_max_bytes;
+  runtime_options.max_prefix_sessions = cmd.max_prefix_sessions;
   HIPPO_ASSIGN_OR_RETURN(std::unique_ptr<agents::AgentRuntime> runtime,
                          agents::AgentRuntime::open(*model, tokenizer, runtime_options));
   log::info("model loaded", {{"dir", model_dir},
@@ -251,9 +253,14 @@ void add_serve_command(CLI::App& app, Invocation& inv) {
                     "chunks this size, so that new requests and other calls wait at most about this long")
       ->check(CLI::PositiveNumber)
       ->capture_default_str();
+  serve->add_option("--max-prefix-sessions", cmd->max_prefix_sessions,
+                    "Idle chat-completion sessions kept per tenant for the next turn of their conversation (prefix "
+                    "reuse; the least recently used are closed first; 0: none, every conversation is prefilled anew)")
+      ->check(CLI::NonNegativeNumber)
+      ->capture_default_str();
   serve->add_option("--completion-max-age-hours", cmd->completion_max_age_hours,
-                    "Chat completions' temporary sessions (closed, kept for inspection) are removed once older "
-                    "than this (0: no bound); also `hippo session gc`")
+                    "Chat completions' sessions are closed once unused this long, and closed ones (kept for "
+                    "inspection) removed once older than this (0: no bound); also `hippo session gc`")
       ->check(CLI::NonNegativeNumber)
       ->capture_default_str();
   serve->add_option("--completion-max-bytes", cmd->completion_max_bytes,

@@ -141,7 +141,7 @@ void HttpSession::on_watch(beast::error_code ec, size_t bytes) {
   if (ec) {
     log::debug("http client gone during a response; cancelling it", {{"connection", registry_id_}, {"error", ec.message()}});
     ctx_.counters.client_gone_cancels_total.fetch_add(1);
-    finish_chat();  // closes the temporary session, which cancels its response
+    cancel_chat();
     chat_.reset();
     out_.clear();
     out_bytes_ = 0;
@@ -322,18 +322,18 @@ void HttpSession::chat_completions(const Request& request) {
     auto exec = self->stream_.get_executor();
     auto gate = std::make_shared<EventGate>([self, exec, tenant](const agents::ResponseEvent& event) {
       if (event.kind == agents::ResponseEvent::Kind::kCompleted || event.kind == agents::ResponseEvent::Kind::kFailed)
-        self->ctx_.limits.charge(tenant, event.usage.input_tokens + event.usage.output_tokens);
+        self->ctx_.limits.charge(tenant, charged_tokens(event.usage));
       net::post(exec, [self, event] { self->on_chat_event(event); });
     });
-    // The temporary session counts against the tenant's open sessions while the request runs.
-    Result<std::string> sid = Status(ErrorCode::kInternal, "no session was created");
+    // The request's session counts against the tenant's open sessions while the request runs.
+    Result<agents::AgentRuntime::ConversationResponse> started = Status(ErrorCode::kInternal, "no session was created");
     if (auto refused = self->ctx_.limits.open_session(rt, tenant, [&] {
-          sid = rt.create_session_response(r.settings, tenant.id, std::move(r.inputs), r.options, EventGate::sink(gate));
+          started = rt.respond_to_conversation(r.settings, tenant.id, std::move(r.inputs), r.options, EventGate::sink(gate));
         }))
       return refuse(std::move(*refused));
-    if (!sid.ok()) return fail(sid.status());
+    if (!started.ok()) return fail(started.status());
     gate->open([&] {
-      self->post_io([self, id = *sid] {
+      self->post_io([self, id = started->session_id] {
         if (!self->chat_) return;
         self->chat_->session_id = id;
         if (!self->chat_->stream) return;
@@ -368,7 +368,7 @@ void HttpSession::on_chat_event(const agents::ResponseEvent& event) {
   }
   if (!last) return;
   chat_->done = true;
-  finish_chat();
+  chat_->session_id.clear();  // the runtime keeps it for the next turn, or closes it
   if (!chat_->stream) {
     const openai::ChatCompletion& c = chat_->completion;
     std::string body = c.failed() ? openai::error_body(c.error().message(), "server_error", error_code_name(c.error().code()))
@@ -379,11 +379,11 @@ void HttpSession::on_chat_event(const agents::ResponseEvent& event) {
   }
 }
 
-void HttpSession::finish_chat() {
+void HttpSession::cancel_chat() {
   if (!chat_ || chat_->session_id.empty()) return;
   net::post(ctx_.runtime_calls, [&rt = ctx_.runtime, sid = chat_->session_id] {
-    Status st = rt.close_session(sid);  // also cancels a response still running (a client gone)
-    if (!st.ok()) log::debug("temporary session not closed", {{"session", sid}, {"error", st.to_string()}});
+    Status st = rt.cancel(sid);  // the runtime then closes the request's session
+    if (!st.ok()) log::debug("response of a client gone not cancelled", {{"session", sid}, {"error", st.to_string()}});
   });
   chat_->session_id.clear();
 }
@@ -394,7 +394,7 @@ void HttpSession::stream_write(std::string piece) {
     ctx_.counters.slow_client_closes_total.fetch_add(1);
     log::warn("http client reads too slowly; closing the stream",
               {{"connection", registry_id_}, {"queued_bytes", out_bytes_}, {"limit_bytes", ctx_.options.max_outbound_bytes}});
-    finish_chat();
+    cancel_chat();
     return close_socket();
   }
   out_bytes_ += piece.size();
@@ -418,7 +418,7 @@ void HttpSession::on_stream_write(beast::error_code ec, size_t) {
     log::debug("http stream write failed; the client is gone", {{"connection", registry_id_}, {"error", ec.message()}});
     out_.clear();
     out_bytes_ = 0;
-    finish_chat();  // cancels the response if it still runs
+    cancel_chat();
     chat_.reset();
     return close_socket();
   }

@@ -58,7 +58,7 @@ class HttpSession : public Connection, public std::enable_shared_from_this<HttpS
   void readiness(bool strict);
   void chat_completions(const Request& request);
   void on_chat_event(const agents::ResponseEvent& event);
-  void finish_chat();  // closes the temporary session (pool thread)
+  void cancel_chat();  // cancels the response of a client gone (its session is then closed)
   // Streaming (SSE): chunked-encoding pieces through a bounded queue.
   void stream_write(std::string piece);
   void do_stream_write();

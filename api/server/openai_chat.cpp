@@ -1,5 +1,6 @@
 #include "api/server/openai_chat.h"
 
+#include "api/server/conversation_input.h"
 #include "api/server/json_fields.h"
 #include "engine/tokenizer/utf8.h"
 
@@ -34,45 +35,62 @@ Result<std::string> message_text(const json::value& content, const std::string& 
   return text;
 }
 
+// An assistant message's tool_calls: [{id, type: "function", function: {name, arguments}}].
+Status parse_tool_calls(const json::array& calls, ConversationInput& conversation, const std::string& where) {
+  for (size_t j = 0; j < calls.size(); ++j) {
+    const std::string at = fmt::format("{}.tool_calls[{}]", where, j);
+    const json::object* c = calls[j].if_object();
+    if (c == nullptr) return invalid(fmt::format("{} must be an object", at));
+    JsonFields f(*c, at + ".");
+    auto id = f.required_string("id");
+    auto type = f.string("type");
+    const json::object* function = f.object("function");
+    if (!f.ok()) return invalid(f.error());
+    if (type && *type != "function") return invalid(fmt::format("{}.type must be function, not '{}'", at, *type));
+    if (function == nullptr) return invalid(fmt::format("{}.function is required", at));
+    JsonFields ff(*function, at + ".function.");
+    auto name = ff.required_string("name");
+    auto arguments = ff.required_string("arguments");
+    if (!ff.ok()) return invalid(ff.error());
+    HIPPO_RETURN_IF_ERROR(conversation.call({*id, *name, *arguments}, where));
+  }
+  return Status::ok_status();
+}
+
 Status parse_messages(const json::array& messages, ChatRequest& r) {
   if (messages.empty()) return invalid("messages must not be empty");
-  bool seen_conversation = false;
+  ConversationInput conversation;
   for (size_t i = 0; i < messages.size(); ++i) {
     const std::string where = fmt::format("messages[{}]", i);
     if (!messages[i].is_object()) return invalid(fmt::format("{} must be an object", where));
     const json::object& m = messages[i].get_object();
     JsonFields f(m, where + ".");
     auto role = f.required_string("role");
+    auto reasoning = f.string("reasoning_content");
+    const json::array* tool_calls = f.array("tool_calls");
+    auto tool_call_id = f.string("tool_call_id");
+    auto prefix = f.boolean("prefix");
     if (!f.ok()) return invalid(f.error());
     const json::value* content = m.if_contains("content");
     static const json::value kNull;
     HIPPO_ASSIGN_OR_RETURN(std::string text, message_text(content ? *content : kNull, where));
     if (*role == "system" || *role == "developer") {
-      if (seen_conversation)
-        return invalid(fmt::format("{}: system messages must come before the conversation (they are the session's instructions)", where));
-      if (!r.settings.instructions.empty()) r.settings.instructions += "\n\n";
-      r.settings.instructions += text;
+      HIPPO_RETURN_IF_ERROR(conversation.system(text, where));
     } else if (*role == "user") {
-      seen_conversation = true;
-      agents::InputItem item;
-      item.kind = agents::InputItem::Kind::kUserMessage;
-      item.content = std::move(text);
-      r.inputs.push_back(std::move(item));
-    } else if (*role == "assistant" || *role == "tool") {
-      // The agents layer takes user messages and tool results as input, never an assistant turn, so a
-      // history with the model's earlier answers cannot be rebuilt here. /v1/agents sessions keep
-      // the conversation instead.
-      return Status(ErrorCode::kUnavailable,
-                    fmt::format("{}: {} messages in the request are not supported yet (a stateless request cannot replay "
-                                "the model's earlier turns); keep a conversation in a session over the WebSocket API "
-                                "at /v1/agents",
-                                where, *role));
+      HIPPO_RETURN_IF_ERROR(conversation.user(std::move(text), where));
+    } else if (*role == "assistant") {
+      if (prefix.value_or(false))
+        return Status(ErrorCode::kUnavailable, fmt::format("{}: continuing a prefix assistant message is not supported", where));
+      HIPPO_RETURN_IF_ERROR(conversation.assistant(std::move(text), std::move(reasoning), where));
+      if (tool_calls != nullptr) HIPPO_RETURN_IF_ERROR(parse_tool_calls(*tool_calls, conversation, where));
+    } else if (*role == "tool") {
+      if (!tool_call_id) return invalid(fmt::format("{}.tool_call_id is required for a tool message", where));
+      HIPPO_RETURN_IF_ERROR(conversation.tool_result(std::move(*tool_call_id), std::move(text), where));
     } else {
       return invalid(fmt::format("{}.role must be system, developer, user, assistant or tool, not '{}'", where, *role));
     }
   }
-  if (r.inputs.empty()) return invalid("messages need at least one user message");
-  return Status::ok_status();
+  return conversation.finish(r.settings, r.inputs);
 }
 
 Status parse_tools(const json::array& tools, ChatRequest& r) {
@@ -106,6 +124,30 @@ Status parse_tools(const json::array& tools, ChatRequest& r) {
 
 }  // namespace
 
+Status force_named_tool(const json::object& choice, agents::SessionSettings& settings) {
+  JsonFields f(choice, "tool_choice.");
+  auto type = f.string("type");
+  const json::object* function = f.object("function");
+  auto flat_name = f.string("name");  // the Responses API's {"type": "function", "name": ...}
+  if (!f.ok()) return invalid(f.error());
+  if (type != "function") return invalid("tool_choice.type must be function");
+  std::optional<std::string> name = flat_name;
+  if (function != nullptr) {
+    JsonFields ff(*function, "tool_choice.function.");
+    name = ff.required_string("name");
+    if (!ff.ok()) return invalid(ff.error());
+  }
+  if (!name) return invalid("tool_choice names no function");
+  auto tool = std::find_if(settings.tools.begin(), settings.tools.end(),
+                           [&](const tokenizer::ToolDefinition& t) { return t.name == *name; });
+  if (tool == settings.tools.end()) return invalid(fmt::format("tool_choice names '{}', which is not among the tools", *name));
+  // The model sees that one tool and must call it: DeepSeek's chat encoding has no named choice.
+  std::vector<tokenizer::ToolDefinition> only{*tool};
+  settings.tools = std::move(only);
+  settings.tool_choice = tokenizer::ToolChoice::kRequired;
+  return Status::ok_status();
+}
+
 Result<ChatRequest> parse_chat_request(std::string_view body, const std::string& served_model,
                                        int64_t default_max_tokens) {
   boost::system::error_code ec;
@@ -133,7 +175,9 @@ Result<ChatRequest> parse_chat_request(std::string_view body, const std::string&
   auto reasoning_effort = f.string("reasoning_effort");
   auto logprobs = f.boolean("logprobs");
   auto top_logprobs = f.integer("top_logprobs");
+  auto parallel_tool_calls = f.boolean("parallel_tool_calls");
   if (!f.ok()) return invalid(f.error());
+  r.options.parallel_tool_calls = parallel_tool_calls.value_or(true);
   if (top_logprobs && !logprobs.value_or(false)) return invalid("top_logprobs needs logprobs: true");
   if (top_logprobs && (*top_logprobs < 0 || *top_logprobs > agents::kMaxTopLogprobs))
     return invalid(fmt::format("top_logprobs must be in [0, {}]", agents::kMaxTopLogprobs));
@@ -145,13 +189,17 @@ Result<ChatRequest> parse_chat_request(std::string_view body, const std::string&
   HIPPO_RETURN_IF_ERROR(parse_messages(*messages, r));
   if (tools != nullptr) HIPPO_RETURN_IF_ERROR(parse_tools(*tools, r));
   if (const json::value* choice = o.if_contains("tool_choice"); choice != nullptr && !choice->is_null()) {
-    if (!choice->is_string())
-      return Status(ErrorCode::kUnavailable, "tool_choice naming one function is not supported yet; use auto, none or required");
+    if (const json::object* named = choice->if_object()) {
+      HIPPO_RETURN_IF_ERROR(force_named_tool(*named, r.settings));
+    } else if (!choice->is_string()) {
+      return invalid("tool_choice must be auto, none, required or {\"type\": \"function\", \"function\": {\"name\": ...}}");
+    } else {
     const std::string_view c = choice->get_string();
     if (c == "auto") r.settings.tool_choice = tokenizer::ToolChoice::kAuto;
     else if (c == "none") r.settings.tool_choice = tokenizer::ToolChoice::kNone;
     else if (c == "required") r.settings.tool_choice = tokenizer::ToolChoice::kRequired;
     else return invalid(fmt::format("tool_choice must be auto, none or required, not '{}'", c));
+    }
   }
   if (const json::value* format = o.if_contains("response_format"); format != nullptr && !format->is_null()) {
     const json::object* fo = format->if_object();

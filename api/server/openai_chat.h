@@ -2,15 +2,16 @@
 // parsing into the agents layer's types, and the agents layer's response events as
 // chat.completion / chat.completion.chunk objects. JSON only here; http_session.cpp does the I/O.
 //
-// A request is stateless: the server makes a temporary session (the system messages become its
-// instructions, the tools its tools), appends the user and tool messages, runs one response and
-// closes the session.
+// A request is stateless: it carries the whole conversation (system messages become the session's
+// instructions, the tools its tools, the rest its input items). The runtime continues the tenant's
+// idle session that holds the longest prefix of it, or starts one (respond_to_conversation).
 #pragma once
 
 #include "agents/agent_types.h"
 #include "base/status.h"
 
 #include <boost/json/array.hpp>
+#include <boost/json/object.hpp>
 
 #include <cstdint>
 #include <optional>
@@ -34,6 +35,9 @@ struct ChatRequest {
 // here (404).
 Result<ChatRequest> parse_chat_request(std::string_view body, const std::string& served_model,
                                        int64_t default_max_tokens);
+// tool_choice {"type": "function", "function": {"name"}} (or the Responses API's {"type", "name"}):
+// the tools narrowed to that one, a call required.
+Status force_named_tool(const boost::json::object& choice, agents::SessionSettings& settings);
 // The HTTP status and error code sent for a request parse_chat_request() refused with status:
 // 400 invalid_request or unsupported, 404 model_not_found.
 int request_error_status(const Status& status);

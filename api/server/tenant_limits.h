@@ -30,6 +30,12 @@ struct Refusal {
   int64_t retry_after_seconds = 0;  // > 0: the client may try again after this long (Retry-After)
 };
 
+// What a finished response costs against tokens_per_minute: the input it prefilled (not the cached
+// context it continued) plus its output.
+inline int64_t charged_tokens(const agents::Usage& usage) {
+  return usage.input_tokens - usage.cached_tokens + usage.output_tokens;
+}
+
 class TenantLimits {
  public:
   using Clock = std::chrono::steady_clock;
@@ -46,7 +52,7 @@ class TenantLimits {
   // the last minute reach tokens_per_minute. A response's tokens are counted when it ends, so
   // one response may take the tenant past its limit; the next waits until the window allows.
   std::optional<Refusal> admit_response(const Tenant& tenant, Clock::time_point now = Clock::now());
-  // A finished response's input + output tokens (cancelled and failed ones too).
+  // A finished response's charged_tokens() (cancelled and failed ones too).
   void charge(const Tenant& tenant, int64_t tokens, Clock::time_point now = Clock::now());
 
  private:

@@ -221,7 +221,7 @@ void WebSocketSession::execute(const protocol::ClientEvent& e) {
         } else if (event.kind == agents::ResponseEvent::Kind::kFailed) {
           ctx.counters.responses_failed_total.fetch_add(1);
         }
-        if (last) ctx.limits.charge(tenant, event.usage.input_tokens + event.usage.output_tokens);
+        if (last) ctx.limits.charge(tenant, charged_tokens(event.usage));
         json::object out = protocol::response_event(event, sid, rid);
         if (!eid.empty()) out["event_id"] = eid;
         out[kEmitField] = std::chrono::duration_cast<std::chrono::nanoseconds>(emitted.time_since_epoch()).count();

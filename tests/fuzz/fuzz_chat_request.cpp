@@ -4,7 +4,8 @@
 // Beyond "no crash, no exception, no sanitizer report":
 // - a rejected body is a 400, 404 or 501 with a message, and the error body the server sends for
 //   it is JSON carrying that message;
-// - an accepted request is for the served model, has a user message, sampling values in the
+// - an accepted request is for the served model, is a conversation the agents layer takes (it ends
+//   with a user message or tool results, each of which answers an open call), has sampling values in the
 //   documented ranges and settings that survive the sessions table, and written back as a request
 //   it parses again to the same request.
 #include "agents/agent_types.h"
@@ -15,6 +16,7 @@
 
 #include <boost/json/serialize.hpp>
 
+#include <algorithm>
 #include <cstddef>
 #include <cstdint>
 #include <string>
@@ -36,7 +38,26 @@ constexpr int64_t kDefaultMaxOutputTokens = 256;  // ServerOptions' default
 json::object to_json(const openai::ChatRequest& r) {
   json::array messages;
   if (!r.settings.instructions.empty()) messages.push_back(json::object{{"role", "system"}, {"content", r.settings.instructions}});
-  for (const InputItem& item : r.inputs) messages.push_back(json::object{{"role", "user"}, {"content", item.content}});
+  for (const InputItem& item : r.inputs) {
+    switch (item.kind) {
+      case InputItem::Kind::kUserMessage:
+        messages.push_back(json::object{{"role", "user"}, {"content", item.content}});
+        break;
+      case InputItem::Kind::kToolResult:
+        messages.push_back(json::object{{"role", "tool"}, {"tool_call_id", item.tool_call_id}, {"content", item.content}});
+        break;
+      case InputItem::Kind::kAssistantMessage: {
+        json::object m{{"role", "assistant"}, {"content", item.content}};
+        if (item.reasoning) m["reasoning_content"] = *item.reasoning;
+        json::array calls;
+        for (const hippo::tokenizer::ToolCall& c : item.tool_calls)
+          calls.push_back(json::object{{"id", c.id}, {"type", "function"}, {"function", {{"name", c.name}, {"arguments", c.arguments}}}});
+        if (!calls.empty()) m["tool_calls"] = std::move(calls);
+        messages.push_back(std::move(m));
+        break;
+      }
+    }
+  }
   json::array tools;
   for (const hippo::tokenizer::ToolDefinition& t : r.settings.tools) {
     json::object function{{"name", t.name}};
@@ -55,7 +76,8 @@ json::object to_json(const openai::ChatRequest& r) {
                  {"temperature", r.options.sampling.temperature},
                  {"top_p", r.options.sampling.top_p},
                  {"stop", std::move(stop)},
-                 {"n", 1}};
+                 {"n", 1},
+                 {"parallel_tool_calls", r.options.parallel_tool_calls}};
   // The parser reads seed as a signed integer and keeps its bits.
   if (r.options.sampling.seed) o["seed"] = static_cast<int64_t>(*r.options.sampling.seed);
   if (r.options.top_logprobs >= 0) {
@@ -95,8 +117,25 @@ void check_accepted(const openai::ChatRequest& r, std::string_view body) {
   const std::string input(body);
   HIPPO_FUZZ_CHECK(r.model == kModel, "a request for model '" + r.model + "' accepted: " + input);
   HIPPO_FUZZ_CHECK(!r.inputs.empty(), "accepted without a user message: " + input);
-  for (const InputItem& item : r.inputs)
-    HIPPO_FUZZ_CHECK(item.kind == InputItem::Kind::kUserMessage && item.tool_call_id.empty(), "a non-user input: " + input);
+  // The conversation as the agents layer takes it: the model answers a user message or tool
+  // results, and every tool result answers an open call of the assistant turn before it.
+  HIPPO_FUZZ_CHECK(r.inputs.back().kind != InputItem::Kind::kAssistantMessage, "ends with an assistant message: " + input);
+  std::vector<std::string> open;
+  for (const InputItem& item : r.inputs) {
+    if (item.kind == InputItem::Kind::kToolResult) {
+      auto it = std::find(open.begin(), open.end(), item.tool_call_id);
+      HIPPO_FUZZ_CHECK(it != open.end(), "a tool result for no open call: " + input);
+      open.erase(it);
+      continue;
+    }
+    HIPPO_FUZZ_CHECK(open.empty(), "a message before every call has its result: " + input);
+    for (const hippo::tokenizer::ToolCall& c : item.tool_calls) {
+      HIPPO_FUZZ_CHECK(hippo::fuzz::parse_json_or_die(c.arguments, "a call's arguments").is_object(),
+                       "a call's arguments are not an object: " + input);
+      open.push_back(c.id);
+    }
+  }
+  HIPPO_FUZZ_CHECK(open.empty(), "calls without results at the end: " + input);
   const hippo::agents::ResponseOptions& o = r.options;
   HIPPO_FUZZ_CHECK(o.max_output_tokens > 0, "max_tokens <= 0 accepted: " + input);
   HIPPO_FUZZ_CHECK(o.sampling.temperature >= 0 && o.sampling.temperature <= 2, "temperature outside [0, 2] accepted: " + input);

@@ -91,7 +91,14 @@ inline bool same_settings(const agents::SessionSettings& a, const agents::Sessio
 inline bool same_items(const std::vector<agents::InputItem>& a, const std::vector<agents::InputItem>& b) {
   if (a.size() != b.size()) return false;
   for (size_t i = 0; i < a.size(); ++i)
-    if (a[i].kind != b[i].kind || a[i].content != b[i].content || a[i].tool_call_id != b[i].tool_call_id) return false;
+    if (a[i].kind != b[i].kind || a[i].content != b[i].content || a[i].tool_call_id != b[i].tool_call_id ||
+        a[i].reasoning != b[i].reasoning || a[i].tool_calls.size() != b[i].tool_calls.size())
+      return false;
+  for (size_t i = 0; i < a.size(); ++i)
+    for (size_t j = 0; j < a[i].tool_calls.size(); ++j) {
+      const tokenizer::ToolCall &x = a[i].tool_calls[j], &y = b[i].tool_calls[j];
+      if (x.id != y.id || x.name != y.name || x.arguments != y.arguments) return false;
+    }
   return true;
 }
 
@@ -99,7 +106,7 @@ inline bool same_options(const agents::ResponseOptions& a, const agents::Respons
   return same_double(a.sampling.temperature, b.sampling.temperature) && a.sampling.top_k == b.sampling.top_k &&
          same_double(a.sampling.top_p, b.sampling.top_p) && same_double(a.sampling.min_p, b.sampling.min_p) &&
          a.sampling.seed == b.sampling.seed && a.max_output_tokens == b.max_output_tokens && a.stop == b.stop &&
-         a.top_logprobs == b.top_logprobs;
+         a.top_logprobs == b.top_logprobs && a.parallel_tool_calls == b.parallel_tool_calls;
 }
 
 // What every accepted request's settings must satisfy: a tool's parameters are a JSON object's

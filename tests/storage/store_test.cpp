@@ -102,7 +102,8 @@ TEST_CASE("the log keeps each message's token ids; a version-1 database is migra
     REQUIRE(db.ok());
     REQUIRE(db->exec("DROP INDEX sessions_by_tenant; ALTER TABLE tenants DROP COLUMN max_sessions; ALTER TABLE "
                      "tenants DROP COLUMN tokens_per_minute; ALTER TABLE tenants DROP COLUMN max_prompt_tokens; ALTER "
-                     "TABLE sessions DROP COLUMN kind; ALTER TABLE messages DROP COLUMN token_ids; UPDATE meta "
+                     "TABLE sessions DROP COLUMN kind; DROP INDEX sessions_by_prefix_key; ALTER TABLE sessions DROP COLUMN "
+                     "prefix_key; ALTER TABLE messages DROP COLUMN token_ids; UPDATE meta "
                      "SET value = '1' WHERE key = 'format_version'").ok());
   }
   auto store = open_store(path);
@@ -226,7 +227,8 @@ TEST_CASE("a version-2 database gets tenant limits and session kinds and keeps i
     REQUIRE(db.ok());
     REQUIRE(db->exec("DROP INDEX sessions_by_tenant; ALTER TABLE tenants DROP COLUMN max_sessions; ALTER TABLE "
                      "tenants DROP COLUMN tokens_per_minute; ALTER TABLE tenants DROP COLUMN max_prompt_tokens; "
-                     "ALTER TABLE sessions DROP COLUMN kind; UPDATE meta SET value = '2' WHERE key = "
+                     "ALTER TABLE sessions DROP COLUMN kind; DROP INDEX sessions_by_prefix_key; ALTER TABLE sessions DROP "
+                     "COLUMN prefix_key; UPDATE meta SET value = '2' WHERE key = "
                      "'format_version'").ok());
   }
   {  // a read-only open cannot migrate: a clear error, nothing changed
@@ -234,10 +236,10 @@ TEST_CASE("a version-2 database gets tenant limits and session kinds and keeps i
     read_only.read_only = true;
     auto refused = SessionStore::open(path, read_only);
     CHECK(refused.status().code() == ErrorCode::kFailedPrecondition);
-    CHECK_THAT(refused.status().message(), Catch::Contains("needs migrating to 4"));
+    CHECK_THAT(refused.status().message(), Catch::Contains("needs migrating to 5"));
   }
   auto store = open_store(path);
-  CHECK(count_rows(path, "SELECT value FROM meta WHERE key = 'format_version'") == 4);
+  CHECK(count_rows(path, "SELECT value FROM meta WHERE key = 'format_version'") == 5);
   CHECK(count_rows(path, "SELECT count(*) FROM sessions WHERE kind = 'agent'") == 1);  // what existed is kept
   CHECK(count_rows(path, "SELECT count(*) FROM sqlite_schema WHERE name = 'sessions_by_tenant'") == 1);
   CHECK(store->tenant_for_api_key(key).value() == std::optional<std::int64_t>(tenant));
@@ -552,4 +554,52 @@ TEST_CASE("the retention rule removes closed sessions of a kind by age and by by
   CHECK(store->get_session("open").ok());
   CHECK(store->get_session("agent").ok());
   CHECK(count_rows(path, "SELECT count(*) FROM messages WHERE session_id IN ('old', 'mid')") == 0);
+}
+
+TEST_CASE("prefix keys: the longest keyed prefix of the tenant's open sessions, bounded, not counted as open",
+          "[storage]") {
+  TempDir dir;
+  const std::string path = dir.file("hippo.db");
+  auto store = open_store(path);
+  const std::int64_t acme = store->create_tenant("acme").value();
+  const std::int64_t other = store->create_tenant("other").value();
+  auto completion = [&](const std::string& id, std::optional<std::int64_t> tenant) {
+    NewSession s{id, tenant, std::string(testing::kFingerprint)};
+    s.kind = std::string(kSessionKindCompletion);
+    REQUIRE(store->create_session(s).ok());
+  };
+  completion("turn1", acme);
+  completion("turn2", acme);
+  completion("theirs", other);
+  completion("untenanted", std::nullopt);
+  REQUIRE(store->set_prefix_key("turn1", "k1").ok());
+  REQUIRE(store->set_prefix_key("turn2", "k2").ok());
+  REQUIRE(store->set_prefix_key("theirs", "k3").ok());
+  REQUIRE(store->set_prefix_key("untenanted", "k1").ok());
+  CHECK(store->set_prefix_key("ghost", "k9").code() == ErrorCode::kNotFound);
+  CHECK(store->count_open_sessions(acme).value() == 0);  // keyed: a cache, not a session in use
+
+  const std::vector<std::string> keys{"k0", "k1", "k2", "k3"};
+  auto found = store->find_prefix_session(acme, keys).value();
+  REQUIRE(found.has_value());
+  CHECK(found->session_id == "turn2");  // k3 is another tenant's
+  CHECK(found->key_index == 2);
+  CHECK(store->find_prefix_session(std::nullopt, keys).value()->session_id == "untenanted");
+  CHECK_FALSE(store->find_prefix_session(acme, std::vector<std::string>{"k0"}).value().has_value());
+  // A closed session matches nothing.
+  REQUIRE(store->set_session_status("turn2", "closed").ok());
+  CHECK(store->find_prefix_session(acme, keys).value()->session_id == "turn1");
+  // A forked session keeps its kind and starts without a key.
+  REQUIRE(store->fork_session("turn1", "turn1b").ok());
+  CHECK(store->get_session("turn1b")->kind == kSessionKindCompletion);
+  CHECK(store->count_open_sessions(acme).value() == 1);
+
+  REQUIRE(store->set_prefix_key("turn1b", "k5").ok());
+  CHECK(store->excess_prefix_sessions(acme, 1).value() == std::vector<std::string>{"turn1"});  // newest kept
+  CHECK(store->excess_prefix_sessions(acme, 2).value().empty());
+  REQUIRE(store->set_prefix_key("turn1b", std::nullopt).ok());
+  CHECK(store->excess_prefix_sessions(acme, 0).value() == std::vector<std::string>{"turn1"});
+  auto db = Db::open(path, Db::Mode::kReadWrite, 1000);
+  REQUIRE(db->exec("UPDATE sessions SET updated_at = 100 WHERE id = 'theirs'").ok());
+  CHECK(store->prefix_sessions_unused_since(200).value() == std::vector<std::string>{"theirs"});
 }

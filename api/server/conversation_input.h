@@ -1,0 +1,48 @@
+// A stateless request's conversation, item by item, as the OpenAI endpoints send it (chat messages,
+// Responses input items): checked as it is built, then handed to the agents layer as session
+// instructions plus input items (AgentRuntime::respond_to_conversation).
+//
+// What is refused, each error naming the item (`where`: "messages[3]", "input[2]"):
+//   - a system message after the conversation began (system messages are the session's instructions);
+//   - a tool call whose arguments are not a JSON object, or whose id repeats an earlier call's;
+//   - a tool result for no open call of the latest assistant turn, or answered already;
+//   - a user or assistant message while calls of the latest assistant turn have no result yet;
+//   - a conversation that does not end with a user message or tool results (the model answers it).
+#pragma once
+
+#include "agents/agent_types.h"
+#include "base/status.h"
+
+#include <optional>
+#include <set>
+#include <string>
+#include <string_view>
+#include <vector>
+
+namespace hippo::server {
+
+class ConversationInput {
+ public:
+  Status system(std::string_view text, std::string_view where);
+  Status user(std::string text, std::string_view where);
+  // One assistant turn's text; its calls follow with call() (a chat message gives both at once).
+  Status assistant(std::string text, std::optional<std::string> reasoning, std::string_view where);
+  // A call of the assistant turn just given; with no such turn, it starts one without text (the
+  // Responses API lists an answer's function calls as items of their own).
+  Status call(tokenizer::ToolCall call, std::string_view where);
+  Status tool_result(std::string call_id, std::string output, std::string_view where);
+
+  // The instructions and items, once the conversation ends as it must.
+  Status finish(agents::SessionSettings& settings, std::vector<agents::InputItem>& items);
+
+ private:
+  Status no_open_calls(std::string_view where) const;
+
+  std::string instructions_;
+  std::vector<agents::InputItem> items_;
+  std::vector<std::string> open_calls_;  // of the latest assistant turn, without a result yet
+  std::set<std::string> call_ids_;       // every call so far
+  bool assistant_open_ = false;          // the last item is an assistant turn that may take more calls
+};
+
+}  // namespace hippo::server
