@@ -438,6 +438,7 @@ class AgentRuntime::Engine {
 
   // Any thread.
   Result<int64_t> count_open(int64_t tenant) { return store_->count_open_sessions(tenant); }
+  storage::SessionStore& store() { return *store_; }
 
   Result<std::vector<float>> next_logits(const std::string& id) {
     HIPPO_ASSIGN_OR_RETURN(AgentSession * s, find(id));
@@ -549,6 +550,8 @@ class AgentRuntime::Engine {
       Result<std::vector<std::string>> unused = store_->prefix_sessions_unused_since(now - rule.max_age_seconds);
       if (unused.ok()) closing_.insert(closing_.end(), unused->begin(), unused->end());
       close_finished_completions();
+      Result<int64_t> responses = store_->remove_responses_before(now - rule.max_age_seconds);
+      if (!responses.ok()) log::warn("removing old stored responses failed", {{"error", responses.status().message()}});
     }
     Result<storage::RetentionStats> removed = store_->apply_retention(storage::kSessionKindCompletion, rule, now);
     if (!removed.ok()) {
@@ -1235,6 +1238,17 @@ Result<std::vector<SessionSummary>> AgentRuntime::list_sessions(std::optional<in
 
 Result<int64_t> AgentRuntime::count_open_sessions(int64_t tenant) {
   return engine_->count_open(tenant);  // the store locks itself
+}
+
+Status AgentRuntime::put_response(const storage::StoredResponse& response) { return engine_->store().put_response(response); }
+
+Result<std::optional<storage::StoredResponse>> AgentRuntime::get_response(const std::string& id,
+                                                                          std::optional<int64_t> tenant) {
+  return engine_->store().get_response(id, tenant);
+}
+
+Result<bool> AgentRuntime::delete_response(const std::string& id, std::optional<int64_t> tenant) {
+  return engine_->store().delete_response(id, tenant);
 }
 
 EngineLiveness AgentRuntime::liveness() const { return engine_->liveness(); }

@@ -22,6 +22,7 @@
 
 #include "agents/agent_types.h"
 #include "base/status.h"
+#include "storage/store.h"
 
 #include <chrono>
 #include <cstdint>
@@ -115,6 +116,11 @@ class AgentRuntime {
   // Sessions of the tenant that are not closed (read from the database without waiting for the
   // engine thread).
   Result<int64_t> count_open_sessions(int64_t tenant);
+  // Stored Responses-API objects (opaque JSON here), in the database without waiting for the engine
+  // thread; removed once older than completion_max_age.
+  Status put_response(const storage::StoredResponse& response);
+  Result<std::optional<storage::StoredResponse>> get_response(const std::string& id, std::optional<int64_t> tenant);
+  Result<bool> delete_response(const std::string& id, std::optional<int64_t> tenant);
   RuntimeStats stats();
   // Without waiting for the engine thread (so it answers while a step runs).
   EngineLiveness liveness() const;

@@ -117,10 +117,20 @@ ALTER TABLE tenants ADD COLUMN max_prompt_tokens INTEGER;
 ALTER TABLE sessions ADD COLUMN kind TEXT NOT NULL DEFAULT 'agent';
 )sql",
     // 5: the key of the conversation an idle completion session holds (agents/conversation_key.h),
-    // so that a stateless request continues the session holding the longest prefix of its own.
+    // so that a stateless request continues the session holding the longest prefix of its own; and
+    // the stored objects of OpenAI's Responses API (retrieve, delete, previous_response_id).
     R"sql(
 ALTER TABLE sessions ADD COLUMN prefix_key TEXT;
 CREATE INDEX sessions_by_prefix_key ON sessions(prefix_key) WHERE prefix_key IS NOT NULL;
+CREATE TABLE responses (
+  id           TEXT PRIMARY KEY,
+  tenant_id    INTEGER REFERENCES tenants(id),
+  session_id   TEXT NOT NULL,                 -- the session that answered (it may be gone since)
+  created_at   INTEGER NOT NULL,
+  conversation TEXT NOT NULL,                 -- JSON, opaque to storage: what a continuation starts from
+  body         TEXT NOT NULL                  -- JSON, opaque to storage: the response object
+) STRICT;
+CREATE INDEX responses_by_age ON responses(created_at);
 )sql",
 };
 

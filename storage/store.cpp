@@ -423,6 +423,65 @@ Result<std::vector<std::string>> SessionStore::prefix_sessions_unused_since(std:
   return read_ids(select);
 }
 
+Status SessionStore::put_response(const StoredResponse& response) {
+  std::lock_guard lock(mutex_);
+  HIPPO_RETURN_IF_ERROR(usable());
+  HIPPO_ASSIGN_OR_RETURN(Statement insert,
+                         Statement::prepare(*db_, "INSERT INTO responses(id, tenant_id, session_id, created_at, "
+                                                  "conversation, body) VALUES (?, ?, ?, ?, ?, ?)"));
+  insert.bind(1, std::string_view(response.id));
+  bind_tenant(insert, 2, response.tenant_id);
+  insert.bind(3, std::string_view(response.session_id))
+      .bind(4, unix_now())
+      .bind(5, std::string_view(response.conversation))
+      .bind(6, std::string_view(response.body));
+  Status status = insert.run();
+  if (status.code() == ErrorCode::kAlreadyExists)
+    return make_error(ErrorCode::kAlreadyExists, "response {} already exists in {}", response.id, db_->path());
+  return note_failure(status.with_context("response " + response.id));
+}
+
+Result<std::optional<StoredResponse>> SessionStore::get_response(std::string_view id,
+                                                                 std::optional<std::int64_t> tenant_id) {
+  std::lock_guard lock(mutex_);
+  HIPPO_RETURN_IF_ERROR(usable());
+  HIPPO_ASSIGN_OR_RETURN(Statement select,
+                         Statement::prepare(*db_, "SELECT id, tenant_id, session_id, created_at, conversation, body "
+                                                  "FROM responses WHERE id = ? AND tenant_id IS ?"));
+  select.bind(1, id);
+  bind_tenant(select, 2, tenant_id);
+  HIPPO_ASSIGN_OR_RETURN(bool row, select.step());
+  if (!row) return std::optional<StoredResponse>();
+  StoredResponse out;
+  out.id = select.column_text(0);
+  if (!select.column_is_null(1)) out.tenant_id = select.column_int(1);
+  out.session_id = select.column_text(2);
+  out.created_at = select.column_int(3);
+  out.conversation = select.column_text(4);
+  out.body = select.column_text(5);
+  return std::optional<StoredResponse>(std::move(out));
+}
+
+Result<bool> SessionStore::delete_response(std::string_view id, std::optional<std::int64_t> tenant_id) {
+  std::lock_guard lock(mutex_);
+  HIPPO_RETURN_IF_ERROR(usable());
+  HIPPO_ASSIGN_OR_RETURN(Statement remove,
+                         Statement::prepare(*db_, "DELETE FROM responses WHERE id = ? AND tenant_id IS ?"));
+  remove.bind(1, id);
+  bind_tenant(remove, 2, tenant_id);
+  HIPPO_RETURN_IF_ERROR(note_failure(remove.run().with_context(fmt::format("deleting response {}", id))));
+  return db_->changes() > 0;
+}
+
+Result<std::int64_t> SessionStore::remove_responses_before(std::int64_t before) {
+  std::lock_guard lock(mutex_);
+  HIPPO_RETURN_IF_ERROR(usable());
+  HIPPO_ASSIGN_OR_RETURN(Statement remove, Statement::prepare(*db_, "DELETE FROM responses WHERE created_at < ?"));
+  remove.bind(1, before);
+  HIPPO_RETURN_IF_ERROR(note_failure(remove.run().with_context("removing old responses")));
+  return static_cast<std::int64_t>(db_->changes());
+}
+
 Result<SessionInfo> SessionStore::fork_session(std::string_view source_id, std::string_view new_id) {
   std::lock_guard lock(mutex_);
   HIPPO_RETURN_IF_ERROR(usable());

@@ -95,6 +95,17 @@ struct PrefixMatch {
   std::size_t key_index = 0;
 };
 
+// A stored response object of OpenAI's Responses API (format 5); conversation and body are JSON
+// text, opaque here.
+struct StoredResponse {
+  std::string id;
+  std::optional<std::int64_t> tenant_id;
+  std::string session_id;
+  std::int64_t created_at = 0;
+  std::string conversation;
+  std::string body;
+};
+
 // What made a session (format version 4): kept until removed, or the temporary session of a
 // stateless HTTP request, removed under a retention rule (apply_retention).
 inline constexpr std::string_view kSessionKindAgent = "agent";
@@ -281,6 +292,14 @@ class SessionStore {
   Result<std::vector<std::string>> excess_prefix_sessions(std::optional<std::int64_t> tenant_id, std::int64_t keep);
   // Open keyed sessions of every tenant last used before `before` (Unix seconds).
   Result<std::vector<std::string>> prefix_sessions_unused_since(std::int64_t before);
+
+  // Stored responses: written once; read and deleted only by their tenant (another tenant's reads
+  // as none). created_at is set here.
+  Status put_response(const StoredResponse& response);
+  Result<std::optional<StoredResponse>> get_response(std::string_view id, std::optional<std::int64_t> tenant_id);
+  Result<bool> delete_response(std::string_view id, std::optional<std::int64_t> tenant_id);
+  // Removes those created before `before` (Unix seconds); returns how many.
+  Result<std::int64_t> remove_responses_before(std::int64_t before);
 
   // Tenants and API keys. Keys are stored as SHA-256 hashes only.
   Result<std::int64_t> create_tenant(std::string_view name);

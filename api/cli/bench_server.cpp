@@ -12,6 +12,10 @@
 //   resume    end-to-end time to first token of a swapped-out session with a long context
 //             (session.resume + input.append + response.create sent at once → first delta frame),
 //             against prefilling the same context over the same socket
+//   conversation  a tool-calling conversation of --turns turns replayed statelessly over
+//             POST /v1/chat/completions, as agent frameworks send it (the whole conversation each
+//             turn, the answers as the server gave them): tokens prefilled and time to the first
+//             token per turn, with prefix reuse and without (--max-prefix-sessions 0)
 #include "agents/runtime.h"
 #include "api/cli/cli.h"
 #include "api/cli/process_memory.h"
@@ -72,6 +76,8 @@ struct ServerBenchOptions {
   int64_t tokens = 256;
   int64_t connections = 1000;
   int64_t resume_context = 131072;
+  int64_t turns = 20;
+  int64_t tool_result_tokens = 200;
   int io_threads = server::ServerOptions{}.io_threads;
   int64_t io_spin_us = 0;
   std::vector<std::string> sections = {"overhead", "idle", "resume"};
@@ -195,7 +201,8 @@ struct Bench {
   const ServerBenchOptions& options;  // the server's I/O threads and polling
   int db_counter = 0;
 
-  Result<std::unique_ptr<RunningServer>> start(int64_t max_output_tokens) {
+  Result<std::unique_ptr<RunningServer>> start(int64_t max_output_tokens,
+                                               int64_t max_prefix_sessions = agents::RuntimeOptions{}.max_prefix_sessions) {
     auto s = std::make_unique<RunningServer>();
     const std::string db = (dir / fmt::format("bench-{}.db", db_counter++)).string();
     HIPPO_ASSIGN_OR_RETURN(s->auth, server::Authenticator::open(db, server::AuthOptions{}));
@@ -204,6 +211,7 @@ struct Bench {
     s->key = *key;
     agents::RuntimeOptions ro;
     ro.db_path = db;
+    ro.max_prefix_sessions = max_prefix_sessions;
     HIPPO_ASSIGN_OR_RETURN(s->runtime, agents::AgentRuntime::open(model, tok, ro));
     server::ServerOptions so;
     so.port = 0;
@@ -559,6 +567,93 @@ Result<json::object> bench_resume(Bench& b, const ServerBenchOptions& o) {
   };
 }
 
+// ---- conversation ----
+
+// POST /v1/chat/completions on a new connection: the answer and how long it took.
+Result<std::pair<json::object, double>> post_chat(const RunningServer& s, const json::object& request) {
+  net::io_context ioc;
+  beast::tcp_stream stream(ioc);
+  beast::error_code ec;
+  stream.connect(tcp::endpoint(net::ip::make_address("127.0.0.1"), s.port), ec);
+  if (ec) return make_error(ErrorCode::kUnavailable, "connect to 127.0.0.1:{}: {}", s.port, ec.message());
+  beast::http::request<beast::http::string_body> req{beast::http::verb::post, "/v1/chat/completions", 11};
+  req.set(beast::http::field::host, "127.0.0.1");
+  req.set(beast::http::field::authorization, "Bearer " + s.key);
+  req.set(beast::http::field::content_type, "application/json");
+  req.body() = json::serialize(request);
+  req.prepare_payload();
+  const Clock::time_point start = Clock::now();
+  beast::http::write(stream, req, ec);
+  beast::flat_buffer buffer;
+  beast::http::response<beast::http::string_body> res;
+  if (!ec) beast::http::read(stream, buffer, res, ec);
+  const double took = seconds(Clock::now() - start);
+  if (ec) return make_error(ErrorCode::kIoError, "POST /v1/chat/completions: {}", ec.message());
+  if (res.result_int() != 200)
+    return make_error(ErrorCode::kInternal, "POST /v1/chat/completions answered {}: {}", res.result_int(), res.body());
+  json::value v = json::parse(res.body(), ec);
+  if (ec || !v.is_object()) return make_error(ErrorCode::kInternal, "the answer is not a JSON object");
+  return std::pair{std::move(v.as_object()), took};
+}
+
+// One run of the conversation: per turn, the prompt tokens, those prefilled, and the seconds to
+// the answer's one token (the whole request: connect, prefill, one decode step, the answer).
+Result<json::array> replay_conversation(Bench& b, const ServerBenchOptions& o, int64_t max_prefix_sessions) {
+  HIPPO_ASSIGN_OR_RETURN(auto s, b.start(16, max_prefix_sessions));
+  const json::value tools = json::parse(
+      R"([{"type": "function", "function": {"name": "read_file", "description": "Reads a file of the project",
+           "parameters": {"type": "object", "properties": {"path": {"type": "string"}}}}}])");
+  json::array messages{json::object{{"role", "system"}, {"content", "You are a coding agent. Read files with read_file."}},
+                       json::object{{"role", "user"}, {"content", "Find where the river cache is flushed."}}};
+  const std::string file_text = text_of_tokens(b.tok, o.tool_result_tokens);
+  json::array turns;
+  for (int64_t turn = 0; turn < o.turns; ++turn) {
+    json::object request{{"model", server::ServerOptions{}.model_id},
+                         {"messages", messages},
+                         {"tools", tools},
+                         {"max_completion_tokens", 1},
+                         {"temperature", 0}};
+    HIPPO_ASSIGN_OR_RETURN(auto answered, post_chat(*s, request));
+    const json::object& usage = answered.first.at("usage").as_object();
+    const int64_t prompt = usage.at("prompt_tokens").to_number<int64_t>();
+    const int64_t cached = usage.at("prompt_tokens_details").as_object().at("cached_tokens").to_number<int64_t>();
+    turns.push_back(json::object{{"prompt_tokens", prompt}, {"prefilled_tokens", prompt - cached}, {"seconds", answered.second}});
+    // The answer as the server gave it, then the agent's next tool call and its result.
+    json::object answer = answered.first.at("choices").as_array().at(0).as_object().at("message").as_object();
+    messages.push_back(json::object{{"role", "assistant"}, {"content", answer.at("content")}});
+    const std::string call_id = fmt::format("call_bench_{}", turn);
+    messages.push_back(json::object{
+        {"role", "assistant"},
+        {"content", nullptr},
+        {"tool_calls", json::array{json::object{{"id", call_id},
+                                                {"type", "function"},
+                                                {"function", {{"name", "read_file"},
+                                                              {"arguments", fmt::format(R"({{"path": "src/file{}.txt"}})", turn)}}}}}}});
+    messages.push_back(json::object{{"role", "tool"}, {"tool_call_id", call_id},
+                                    {"content", fmt::format("file {}:{}", turn, file_text)}});
+  }
+  HIPPO_RETURN_IF_ERROR(s->stop());
+  return turns;
+}
+
+Result<json::object> bench_conversation(Bench& b, const ServerBenchOptions& o) {
+  HIPPO_ASSIGN_OR_RETURN(json::array reused, replay_conversation(b, o, agents::RuntimeOptions{}.max_prefix_sessions));
+  HIPPO_ASSIGN_OR_RETURN(json::array anew, replay_conversation(b, o, 0));
+  auto total = [](const json::array& turns, std::string_view field) {
+    double sum = 0;
+    for (const json::value& t : turns) sum += t.at(field).to_number<double>();
+    return sum;
+  };
+  return json::object{{"turns", o.turns},
+                      {"tool_result_tokens", o.tool_result_tokens},
+                      {"with_reuse", reused},
+                      {"without_reuse", anew},
+                      {"prefilled_with_reuse", total(reused, "prefilled_tokens")},
+                      {"prefilled_without_reuse", total(anew, "prefilled_tokens")},
+                      {"seconds_with_reuse", total(reused, "seconds")},
+                      {"seconds_without_reuse", total(anew, "seconds")}};
+}
+
 // ---- the command ----
 
 Status run_server_bench(const ServerBenchOptions& o, std::ostream& out) {
@@ -602,6 +697,7 @@ Status run_server_bench(const ServerBenchOptions& o, std::ostream& out) {
   section("idle", [&] { return bench_idle(b, o, *idle_clients, fd_limit); });
   idle_clients.reset();
   section("resume", [&] { return bench_resume(b, o); });
+  section("conversation", [&] { return bench_conversation(b, o); });
   std::filesystem::remove_all(dir, ec);
   HIPPO_RETURN_IF_ERROR(status);
 
@@ -645,6 +741,25 @@ Status run_server_bench(const ServerBenchOptions& o, std::ostream& out) {
         s->at("resume_cached_tokens").as_int64(), s->at("resume_input_tokens").as_int64(),
         s->at("speedup").as_double());
   }
+  if (auto* s = doc.if_contains("conversation")) {
+    const json::array& reused = s->at("with_reuse").as_array();
+    const json::array& anew = s->at("without_reuse").as_array();
+    out << fmt::format(
+        "\nconversation: {} turns over /v1/chat/completions, each re-sending the whole conversation (a tool call and "
+        "its ~{}-token result per turn, one output token):\n  turn  prompt   prefilled (reuse / none)   first token s "
+        "(reuse / none)\n",
+        s->at("turns").as_int64(), s->at("tool_result_tokens").as_int64());
+    for (size_t i = 0; i < reused.size() && i < anew.size(); ++i) {
+      out << fmt::format("  {:4}  {:6}   {:9} / {:<9}       {:7.3f} / {:.3f}\n", i + 1,
+                         reused[i].at("prompt_tokens").as_int64(), reused[i].at("prefilled_tokens").as_int64(),
+                         anew[i].at("prefilled_tokens").as_int64(), reused[i].at("seconds").as_double(),
+                         anew[i].at("seconds").as_double());
+    }
+    out << fmt::format("  total prefilled {:.0f} / {:.0f} tokens, {:.2f} / {:.2f} s ({:.1f}x less time with reuse)\n",
+                       s->at("prefilled_with_reuse").as_double(), s->at("prefilled_without_reuse").as_double(),
+                       s->at("seconds_with_reuse").as_double(), s->at("seconds_without_reuse").as_double(),
+                       s->at("seconds_without_reuse").as_double() / s->at("seconds_with_reuse").as_double());
+  }
   return {};
 }
 
@@ -653,7 +768,7 @@ Status run_server_bench(const ServerBenchOptions& o, std::ostream& out) {
 void add_bench_server_command(CLI::App& bench, Invocation& inv) {
   auto o = std::make_shared<ServerBenchOptions>();
   CLI::App* cmd = bench.add_subcommand(
-      "server", "The agent server over real WebSockets: overhead per streamed token, idle connections, resume");
+      "server", "The agent server over real sockets: overhead per streamed token, idle connections, resume, a stateless conversation");
   cmd->add_option("--model", o->model_dir, "Checkpoint directory (hippo model init writes one)")->required();
   cmd->add_option("--threads", o->threads, "Engine threads (0 = every logical CPU)")->check(CLI::NonNegativeNumber);
   cmd->add_option("--sessions", o->sessions, "Sessions streaming at once (overhead)")
@@ -664,13 +779,17 @@ void add_bench_server_command(CLI::App& bench, Invocation& inv) {
       ->check(CLI::PositiveNumber)->capture_default_str();
   cmd->add_option("--resume-context", o->resume_context, "Context tokens of the swapped-out session (resume)")
       ->check(CLI::PositiveNumber)->capture_default_str();
+  cmd->add_option("--turns", o->turns, "Turns of the replayed conversation (conversation)")
+      ->check(CLI::PositiveNumber)->capture_default_str();
+  cmd->add_option("--tool-result-tokens", o->tool_result_tokens, "Tokens of each tool result (conversation)")
+      ->check(CLI::PositiveNumber)->capture_default_str();
   cmd->add_option("--io-threads", o->io_threads, "The server's I/O threads (hippo serve --io-threads)")
       ->check(CLI::PositiveNumber)->capture_default_str();
   cmd->add_option("--io-spin-us", o->io_spin_us, "How long its I/O threads poll before they sleep (hippo serve --io-spin-us)")
       ->check(CLI::NonNegativeNumber)->capture_default_str();
   cmd->add_option("--sections", o->sections, "Which sections to run")
       ->delimiter(',')
-      ->check(CLI::IsMember({"overhead", "idle", "resume"}))
+      ->check(CLI::IsMember({"overhead", "idle", "resume", "conversation"}))
       ->capture_default_str();
   cmd->add_flag("--json", o->json, "One JSON object instead of a table");
   cmd->parse_complete_callback([&inv, o] { inv.action = [&inv, o] { return run_server_bench(*o, *inv.out); }; });

@@ -3,6 +3,8 @@
 #include <boost/json/parse.hpp>
 #include <fmt/format.h>
 
+#include <algorithm>
+
 namespace hippo::server {
 
 namespace {
@@ -21,9 +23,9 @@ Status ConversationInput::system(std::string_view text, std::string_view where) 
 
 Status ConversationInput::no_open_calls(std::string_view where) const {
   if (open_calls_.empty()) return Status::ok_status();
-  return invalid(fmt::format("{}: tool call{} {} of the assistant turn before {} no result yet (each call needs its "
+  return invalid(fmt::format("{}: tool call{} {} of the assistant turn at {} {} no result yet (each call needs its "
                              "tool result before the next message)",
-                             where, open_calls_.size() == 1 ? "" : "s", fmt::join(open_calls_, ", "),
+                             where, open_calls_.size() == 1 ? "" : "s", fmt::join(open_calls_, ", "), turn_where_,
                              open_calls_.size() == 1 ? "has" : "have"));
 }
 
@@ -34,6 +36,7 @@ Status ConversationInput::user(std::string text, std::string_view where) {
   item.content = std::move(text);
   items_.push_back(std::move(item));
   assistant_open_ = false;
+  last_where_ = where;
   return Status::ok_status();
 }
 
@@ -45,6 +48,7 @@ Status ConversationInput::assistant(std::string text, std::optional<std::string>
   item.reasoning = std::move(reasoning);
   items_.push_back(std::move(item));
   assistant_open_ = true;
+  last_where_ = turn_where_ = where;
   return Status::ok_status();
 }
 
@@ -77,6 +81,7 @@ Status ConversationInput::tool_result(std::string call_id, std::string output, s
   item.content = std::move(output);
   items_.push_back(std::move(item));
   assistant_open_ = false;
+  last_where_ = where;
   return Status::ok_status();
 }
 
@@ -84,8 +89,9 @@ Status ConversationInput::finish(agents::SessionSettings& settings, std::vector<
   if (items_.empty()) return invalid("the conversation needs at least one user message");
   HIPPO_RETURN_IF_ERROR(no_open_calls("the end of the conversation"));
   if (items_.back().kind == agents::InputItem::Kind::kAssistantMessage)
-    return invalid("the conversation must end with a user message or tool results for the model to answer, not an "
-                   "assistant message");
+    return invalid(fmt::format("{}: the conversation must end with a user message or tool results for the model to "
+                               "answer, not an assistant message",
+                               last_where_));
   if (!instructions_.empty()) {
     if (!settings.instructions.empty()) settings.instructions += "\n\n";
     settings.instructions += instructions_;

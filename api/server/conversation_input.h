@@ -43,6 +43,8 @@ class ConversationInput {
   std::vector<std::string> open_calls_;  // of the latest assistant turn, without a result yet
   std::set<std::string> call_ids_;       // every call so far
   bool assistant_open_ = false;          // the last item is an assistant turn that may take more calls
+  std::string last_where_;               // the last item, for errors about the end
+  std::string turn_where_;               // the latest assistant turn
 };
 
 }  // namespace hippo::server

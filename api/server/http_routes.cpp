@@ -61,6 +61,13 @@ Route route_request(const http::request<http::string_body>& request) {
   if (path.size() > kModelsPathPrefix.size() && path.starts_with(kModelsPathPrefix))
     return only(http::verb::get, method, Route::Endpoint::kModel, path);
   if (path == "/v1/chat/completions") return only(http::verb::post, method, Route::Endpoint::kChatCompletions, path);
+  if (path == kResponsesPath) return only(http::verb::post, method, Route::Endpoint::kResponses, path);
+  if (path.size() > kResponsesPath.size() + 1 && path.starts_with(kResponsesPath) && path[kResponsesPath.size()] == '/' &&
+      path.find('/', kResponsesPath.size() + 1) == std::string_view::npos) {
+    if (method == http::verb::get || method == http::verb::delete_) return to(Route::Endpoint::kStoredResponse, path);
+    return refuse(Route::Endpoint::kWrongMethod, path, 405, fmt::format("{} takes GET or DELETE only", path),
+                  "method_not_allowed");
+  }
   if (is_session_admin_path(path)) return to(Route::Endpoint::kSessionAdmin, path);
   return refuse(Route::Endpoint::kNotFound, path, 404, fmt::format("no endpoint at {}", path), "not_found");
 }

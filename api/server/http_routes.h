@@ -19,6 +19,7 @@ namespace hippo::server {
 // Session administration lives at this path and below it (session_admin.h).
 inline constexpr std::string_view kSessionsPath = "/v1/sessions";
 inline constexpr std::string_view kModelsPathPrefix = "/v1/models/";  // + a model id
+inline constexpr std::string_view kResponsesPath = "/v1/responses";    // POST; + "/{id}": GET, DELETE
 
 // Whether path (a target without its query) is kSessionsPath or below it.
 bool is_session_admin_path(std::string_view path);
@@ -39,6 +40,8 @@ struct Route {
     kMetrics,          // GET /metrics
     kModels,           // GET /v1/models
     kChatCompletions,  // POST /v1/chat/completions
+    kResponses,        // POST /v1/responses
+    kStoredResponse,   // GET or DELETE /v1/responses/{id}
     kSessionAdmin,     // any method under /v1/sessions: session_admin.h checks the method
     kNotFound,         // 404: no endpoint at the path
     kWrongMethod,      // 405: the endpoint takes another method
@@ -54,8 +57,9 @@ struct Route {
 };
 
 // In this order, which decides the answer to a request wrong in several ways: /healthz (without a
-// key, so its 405 too); an upgrade (404 unless on /v1/agents); /metrics, /v1/models and
-// /v1/chat/completions (405 on another method); session administration; else 404.
+// key, so its 405 too); an upgrade (404 unless on /v1/agents); /metrics, /v1/models,
+// /v1/chat/completions and /v1/responses[/{id}] (405 on another method); session administration;
+// else 404.
 Route route_request(const boost::beast::http::request<boost::beast::http::string_body>& request);
 
 // The answer to a request that failed to read with ec (HttpSession::on_read), after which the

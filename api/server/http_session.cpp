@@ -3,6 +3,7 @@
 #include "api/server/event_gate.h"
 #include "api/server/http_routes.h"
 #include "api/server/metrics.h"
+#include "api/server/openai_responses.h"
 #include "api/server/session_admin.h"
 #include "api/server/websocket_session.h"
 #include "base/log.h"
@@ -13,6 +14,7 @@
 #include <fmt/format.h>
 
 #include <chrono>
+#include <random>
 
 namespace hippo::server {
 
@@ -29,6 +31,12 @@ int64_t unix_seconds() {
 }
 
 std::string chunk_frame(std::string_view data) { return fmt::format("{:x}\r\n{}\r\n", data.size(), data); }
+
+// A stored object's id: unique across restarts (a counter is not).
+std::string new_stored_id(std::string_view prefix) {
+  static thread_local std::mt19937_64 random(std::random_device{}());
+  return fmt::format("{}{:016x}{:08x}", prefix, random(), static_cast<uint32_t>(random()));
+}
 
 }  // namespace
 
@@ -182,6 +190,10 @@ void HttpSession::route(const Request& request) {
       return respond(200, "application/json", openai::model_body(ctx_.options.model_id, unix_seconds()));
     case Route::Endpoint::kChatCompletions:
       return chat_completions(request);
+    case Route::Endpoint::kResponses:
+      return responses(request);
+    case Route::Endpoint::kStoredResponse:
+      return stored_response(request, dest.path);
     case Route::Endpoint::kSessionAdmin:
       return session_admin(request, dest.path);
     case Route::Endpoint::kNotFound:
@@ -297,52 +309,136 @@ void HttpSession::chat_completions(const Request& request) {
     return respond_error(static_cast<unsigned>(openai::request_error_status(st)), st.message(), openai::request_error_code(st));
   }
   parsed->options.max_prompt_tokens = tenant_.max_prompt_tokens;
-  const std::string response_id = ctx_.new_response_id();
-  chat_ = std::make_unique<Chat>(Chat{"", openai::ChatCompletion("chatcmpl-" + response_id, ctx_.options.model_id,
-                                                                 unix_seconds(), parsed->include_usage,
-                                                                 parsed->options.top_logprobs >= 0),
-                                      parsed->stream, false});
+  chat_ = std::make_unique<Chat>();
+  chat_->writer = std::make_unique<openai::ChatCompletion>("chatcmpl-" + ctx_.new_response_id(), ctx_.options.model_id,
+                                                           unix_seconds(), parsed->include_usage,
+                                                           parsed->options.top_logprobs >= 0);
+  chat_->stream = parsed->stream;
   watch_client();
   net::post(ctx_.runtime_calls, [self = shared_from_this(), tenant = tenant_, r = std::move(parsed).value()]() mutable {
-    agents::AgentRuntime& rt = self->ctx_.runtime;
-    auto refuse = [&](Refusal refusal) {
-      self->post_io([self, refusal = std::move(refusal)] {
+    self->run_conversation(tenant, std::move(r.settings), std::move(r.inputs), std::move(r.options));
+  });
+}
+
+void HttpSession::responses(const Request& request) {
+  if (ctx_.stopping.load()) return respond_error(503, "the server is shutting down", "shutting_down");
+  Result<openai::ResponsesRequest> parsed =
+      openai::parse_responses_request(request.body(), ctx_.options.model_id, ctx_.options.default_max_output_tokens);
+  if (!parsed.ok()) {
+    const Status& st = parsed.status();
+    return respond_error(static_cast<unsigned>(openai::request_error_status(st)), st.message(), openai::request_error_code(st));
+  }
+  parsed->options.max_prompt_tokens = tenant_.max_prompt_tokens;
+  auto object = std::make_unique<openai::ResponseObject>(new_stored_id("resp_"), ctx_.options.model_id, unix_seconds(),
+                                                         parsed->echo);
+  chat_ = std::make_unique<Chat>();
+  chat_->responses = object.get();
+  chat_->writer = std::move(object);
+  chat_->stream = parsed->stream;
+  chat_->store = parsed->store;
+  watch_client();
+  net::post(ctx_.runtime_calls, [self = shared_from_this(), tenant = tenant_, r = std::move(parsed).value()]() mutable {
+    auto fail = [&](const Status& st, unsigned status) {
+      self->post_io([self, st, status] {
         self->chat_.reset();
-        self->respond_refusal(refusal);
+        self->respond_error(status, st.message(), error_code_name(st.code()));
       });
     };
-    auto fail = [&](const Status& st) {
-      self->post_io([self, st] {
-        self->chat_.reset();
-        self->respond_error(static_cast<unsigned>(openai::http_status_for(st)), st.message(), error_code_name(st.code()));
-      });
-    };
-    if (auto refused = self->ctx_.limits.admit_response(tenant)) return refuse(std::move(*refused));
-    // The runtime drops the sink when the response ends.
-    auto exec = self->stream_.get_executor();
-    auto gate = std::make_shared<EventGate>([self, exec, tenant](const agents::ResponseEvent& event) {
-      if (event.kind == agents::ResponseEvent::Kind::kCompleted || event.kind == agents::ResponseEvent::Kind::kFailed)
-        self->ctx_.limits.charge(tenant, charged_tokens(event.usage));
-      net::post(exec, [self, event] { self->on_chat_event(event); });
+    std::vector<agents::InputItem> previous;
+    if (!r.previous_response_id.empty()) {
+      Result<std::optional<storage::StoredResponse>> stored = self->ctx_.runtime.get_response(r.previous_response_id, tenant.id);
+      if (!stored.ok()) return fail(stored.status(), 500);
+      if (!*stored) {
+        return fail(Status(ErrorCode::kNotFound,
+                           fmt::format("previous_response_id '{}': no stored response of this tenant has that id",
+                                       r.previous_response_id)),
+                    404);
+      }
+      Result<std::vector<agents::InputItem>> conversation = openai::conversation_from_json((*stored)->conversation);
+      if (!conversation.ok()) return fail(conversation.status(), 500);
+      previous = std::move(*conversation);
+    }
+    std::vector<agents::InputItem> items;
+    Status built = openai::build_conversation(r, previous, r.settings, items);
+    if (!built.ok()) return fail(built, static_cast<unsigned>(openai::request_error_status(built)));
+    self->post_io([self, items] {
+      if (self->chat_) self->chat_->conversation = items;
     });
-    // The request's session counts against the tenant's open sessions while the request runs.
-    Result<agents::AgentRuntime::ConversationResponse> started = Status(ErrorCode::kInternal, "no session was created");
-    if (auto refused = self->ctx_.limits.open_session(rt, tenant, [&] {
-          started = rt.respond_to_conversation(r.settings, tenant.id, std::move(r.inputs), r.options, EventGate::sink(gate));
-        }))
-      return refuse(std::move(*refused));
-    if (!started.ok()) return fail(started.status());
-    gate->open([&] {
-      self->post_io([self, id = started->session_id] {
-        if (!self->chat_) return;
-        self->chat_->session_id = id;
-        if (!self->chat_->stream) return;
-        std::string head = fmt::format(
-            "HTTP/1.1 200 OK\r\nServer: hippo\r\nContent-Type: text/event-stream\r\nCache-Control: no-cache\r\n"
-            "Transfer-Encoding: chunked\r\nConnection: {}\r\n\r\n",
-            self->keep_alive_ ? "keep-alive" : "close");
-        self->stream_write(head + chunk_frame(self->chat_->completion.stream_start()));
-      });
+    self->run_conversation(tenant, std::move(r.settings), std::move(items), std::move(r.options));
+  });
+}
+
+// GET /v1/responses/{id}: the stored response; DELETE: removes it. Another tenant's reads as none.
+void HttpSession::stored_response(const Request& request, std::string_view path) {
+  const std::string id(path.substr(kResponsesPath.size() + 1));
+  const bool remove = request.method() == http::verb::delete_;
+  net::post(ctx_.runtime_calls, [self = shared_from_this(), tenant = tenant_, id, remove] {
+    unsigned status = 200;
+    std::string body;
+    auto not_found = [&] {
+      status = 404;
+      body = openai::error_body(fmt::format("no stored response '{}'", id), "invalid_request_error", "not_found");
+    };
+    if (remove) {
+      Result<bool> deleted = self->ctx_.runtime.delete_response(id, tenant.id);
+      if (!deleted.ok()) status = 500, body = openai::error_body(deleted.status().message(), "server_error", "internal");
+      else if (!*deleted) not_found();
+      else body = openai::deleted_body(id);
+    } else {
+      Result<std::optional<storage::StoredResponse>> stored = self->ctx_.runtime.get_response(id, tenant.id);
+      if (!stored.ok()) status = 500, body = openai::error_body(stored.status().message(), "server_error", "internal");
+      else if (!*stored) not_found();
+      else body = std::move((*stored)->body);
+    }
+    self->post_io([self, status, body = std::move(body)]() mutable {
+      if (status >= 400 && status < 500) self->ctx_.counters.protocol_errors_total.fetch_add(1);
+      self->respond(status, "application/json", std::move(body));
+    });
+  });
+}
+
+void HttpSession::run_conversation(const Tenant& tenant, agents::SessionSettings settings,
+                                   std::vector<agents::InputItem> items, agents::ResponseOptions options) {
+  agents::AgentRuntime& rt = ctx_.runtime;
+  auto self = shared_from_this();
+  auto refuse = [&](Refusal refusal) {
+    post_io([self, refusal = std::move(refusal)] {
+      self->chat_.reset();
+      self->respond_refusal(refusal);
+    });
+  };
+  auto fail = [&](const Status& st) {
+    post_io([self, st] {
+      self->chat_.reset();
+      self->respond_error(static_cast<unsigned>(openai::http_status_for(st)), st.message(), error_code_name(st.code()));
+    });
+  };
+  if (auto refused = ctx_.limits.admit_response(tenant)) return refuse(std::move(*refused));
+  // The runtime drops the sink when the response ends.
+  auto exec = stream_.get_executor();
+  auto gate = std::make_shared<EventGate>([self, exec, tenant](const agents::ResponseEvent& event) {
+    if (event.kind == agents::ResponseEvent::Kind::kCompleted || event.kind == agents::ResponseEvent::Kind::kFailed)
+      self->ctx_.limits.charge(tenant, charged_tokens(event.usage));
+    net::post(exec, [self, event] { self->on_chat_event(event); });
+  });
+  // The request's session counts against the tenant's open sessions while the request runs.
+  Result<agents::AgentRuntime::ConversationResponse> started = Status(ErrorCode::kInternal, "no session was created");
+  if (auto refused = ctx_.limits.open_session(rt, tenant, [&] {
+        started = rt.respond_to_conversation(settings, tenant.id, std::move(items), std::move(options), EventGate::sink(gate));
+      }))
+    return refuse(std::move(*refused));
+  if (!started.ok()) return fail(started.status());
+  gate->open([&] {
+    post_io([self, id = started->session_id] {
+      if (!self->chat_) return;
+      self->chat_->session_id = id;
+      self->chat_->answered_by = id;
+      if (!self->chat_->stream) return;
+      std::string head = fmt::format(
+          "HTTP/1.1 200 OK\r\nServer: hippo\r\nContent-Type: text/event-stream\r\nCache-Control: no-cache\r\n"
+          "Transfer-Encoding: chunked\r\nConnection: {}\r\n\r\n",
+          self->keep_alive_ ? "keep-alive" : "close");
+      self->stream_write(head + chunk_frame(self->chat_->writer->stream_start()));
     });
   });
 }
@@ -356,27 +452,50 @@ void HttpSession::on_chat_event(const agents::ResponseEvent& event) {
   } else if (event.kind == agents::ResponseEvent::Kind::kFailed) {
     ctx_.counters.responses_failed_total.fetch_add(1);
   }
-  if (chat_->stream) {
-    std::string data = chat_->completion.stream_event(event);
+  std::string data;
+  if (chat_->stream) data = chat_->writer->stream_event(event);
+  else chat_->writer->add(event);
+  if (!last) {
     if (!data.empty()) stream_write(chunk_frame(data));
-    if (last) {
-      stream_write("0\r\n\r\n");
-      stream_ended_ = true;
-    }
-  } else {
-    chat_->completion.add(event);
+    return;
   }
-  if (!last) return;
   chat_->done = true;
   chat_->session_id.clear();  // the runtime keeps it for the next turn, or closes it
-  if (!chat_->stream) {
-    const openai::ChatCompletion& c = chat_->completion;
-    std::string body = c.failed() ? openai::error_body(c.error().message(), "server_error", error_code_name(c.error().code()))
-                                  : c.body();
-    const unsigned status = c.failed() ? static_cast<unsigned>(openai::http_status_for(c.error())) : 200;
-    chat_.reset();
-    respond(status, "application/json", std::move(body));
+  if (chat_->responses != nullptr && chat_->store && event.kind == agents::ResponseEvent::Kind::kCompleted) {
+    // Stored before the client sees the end: a retrieve or a previous_response_id right after finds it.
+    std::vector<agents::InputItem> conversation = std::move(chat_->conversation);
+    conversation.push_back(chat_->responses->answer_item());
+    storage::StoredResponse stored;
+    stored.id = chat_->responses_id();
+    stored.tenant_id = tenant_.id;
+    stored.session_id = chat_->answered_by;
+    stored.conversation = openai::conversation_to_json(conversation);
+    stored.body = chat_->writer->body();
+    net::post(ctx_.runtime_calls, [self = shared_from_this(), stored = std::move(stored), data = std::move(data)]() mutable {
+      Status st = self->ctx_.runtime.put_response(stored);
+      if (!st.ok()) log::error("response not stored", {{"response", stored.id}, {"error", st.to_string()}});
+      self->post_io([self, data = std::move(data)]() mutable { self->end_response(std::move(data)); });
+    });
+    return;
   }
+  end_response(std::move(data));
+}
+
+// The end of a response: the last SSE events, or the whole body.
+void HttpSession::end_response(std::string last_data) {
+  if (!chat_) return;
+  if (chat_->stream) {
+    if (!last_data.empty()) stream_write(chunk_frame(last_data));
+    stream_write("0\r\n\r\n");
+    stream_ended_ = true;
+    return;
+  }
+  const ResponseWriter& w = *chat_->writer;
+  std::string body = w.failed() ? openai::error_body(w.error().message(), "server_error", error_code_name(w.error().code()))
+                                : w.body();
+  const unsigned status = w.failed() ? static_cast<unsigned>(openai::http_status_for(w.error())) : 200;
+  chat_.reset();
+  respond(status, "application/json", std::move(body));
 }
 
 void HttpSession::cancel_chat() {

@@ -8,6 +8,7 @@
 #include "api/server/connection_stream.h"
 #include "api/server/auth.h"
 #include "api/server/openai_chat.h"
+#include "api/server/openai_responses.h"
 #include "api/server/server_context.h"
 #include "api/server/tenant_limits.h"
 
@@ -57,7 +58,13 @@ class HttpSession : public Connection, public std::enable_shared_from_this<HttpS
   void metrics();
   void readiness(bool strict);
   void chat_completions(const Request& request);
+  void responses(const Request& request);
+  void stored_response(const Request& request, std::string_view path);
+  // Pool thread: the response of an OpenAI endpoint to the conversation (chat_ set up already).
+  void run_conversation(const Tenant& tenant, agents::SessionSettings settings, std::vector<agents::InputItem> items,
+                        agents::ResponseOptions options);
   void on_chat_event(const agents::ResponseEvent& event);
+  void end_response(std::string last_data);
   void cancel_chat();  // cancels the response of a client gone (its session is then closed)
   // Streaming (SSE): chunked-encoding pieces through a bounded queue.
   void stream_write(std::string piece);
@@ -81,11 +88,18 @@ class HttpSession : public Connection, public std::enable_shared_from_this<HttpS
   bool watching_ = false;           // watch_client()'s read is pending
   bool read_after_watch_ = false;   // do_read() waits for that read to end
 
+  // The response of an OpenAI endpoint in progress.
   struct Chat {
-    std::string session_id;
-    openai::ChatCompletion completion;
+    std::string session_id;   // while its response runs (cancelled if the client goes)
+    std::string answered_by;  // the session that answers
+    std::unique_ptr<ResponseWriter> writer;
     bool stream = false;
     bool done = false;
+    // The Responses API: the writer, whether to store the response, and its conversation.
+    openai::ResponseObject* responses = nullptr;
+    bool store = false;
+    std::vector<agents::InputItem> conversation;
+    std::string responses_id() const { return responses->id(); }
   };
   std::unique_ptr<Chat> chat_;
   std::deque<std::string> out_;

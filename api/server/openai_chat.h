@@ -8,6 +8,7 @@
 #pragma once
 
 #include "agents/agent_types.h"
+#include "api/server/response_writer.h"
 #include "base/status.h"
 
 #include <boost/json/array.hpp>
@@ -52,21 +53,21 @@ std::string models_body(const std::string& model_id, int64_t created);
 std::string model_body(const std::string& model_id, int64_t created);
 
 // Turns one response's events into the chat.completion object, or into SSE `data:` lines.
-class ChatCompletion {
+class ChatCompletion final : public ResponseWriter {
  public:
   // logprobs: the request asked for them (choices[].logprobs is then an object, else null).
   ChatCompletion(std::string id, std::string model, int64_t created, bool include_usage, bool logprobs = false);
 
   // Streaming: the SSE data lines ("data: {...}\n\n") the start of the response sends.
-  std::string stream_start();
+  std::string stream_start() override;
   // Streaming: the lines an event sends (possibly none); the last event also sends "data: [DONE]".
-  std::string stream_event(const agents::ResponseEvent& event);
+  std::string stream_event(const agents::ResponseEvent& event) override;
 
   // Non-streaming: collects an event; after the last, body() is the chat.completion object.
-  void add(const agents::ResponseEvent& event);
-  std::string body() const;
-  bool failed() const { return !error_.ok(); }
-  const Status& error() const { return error_; }
+  void add(const agents::ResponseEvent& event) override;
+  std::string body() const override;
+  bool failed() const override { return !error_.ok(); }
+  const Status& error() const override { return error_; }
 
  private:
   // seed: only on the chunk with the finish_reason. Carries the logprobs not sent yet.

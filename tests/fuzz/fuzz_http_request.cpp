@@ -30,6 +30,7 @@
 
 #include "api/server/http_routes.h"
 #include "api/server/openai_chat.h"
+#include "api/server/openai_responses.h"
 #include "api/server/server_options.h"
 #include "base/status.h"
 #include "engine/tokenizer/utf8.h"
@@ -160,7 +161,9 @@ http::verb method_of(Route::Endpoint endpoint) {
     case Route::Endpoint::kModels:
       return http::verb::get;
     case Route::Endpoint::kChatCompletions:
+    case Route::Endpoint::kResponses:
       return http::verb::post;
+    case Route::Endpoint::kStoredResponse:  // GET or DELETE: checked in route()
     case Route::Endpoint::kSessionAdmin:
     case Route::Endpoint::kNotFound:
     case Route::Endpoint::kWrongMethod:
@@ -211,6 +214,20 @@ bool route(const Request& request, bool keep_alive) {
       }
       return keep_alive;  // answered by the runtime, then the next request
     }
+    case Route::Endpoint::kResponses: {
+      hippo::Result<openai::ResponsesRequest> parsed =
+          openai::parse_responses_request(request.body(), kOptions.model_id, kOptions.default_max_output_tokens);
+      if (!parsed.ok()) {
+        const hippo::Status& st = parsed.status();
+        check_answer(static_cast<unsigned>(openai::request_error_status(st)), st.message(), openai::request_error_code(st),
+                     request.version(), keep_alive);
+      }
+      return keep_alive;
+    }
+    case Route::Endpoint::kStoredResponse:
+      HIPPO_FUZZ_CHECK(request.method() == http::verb::get || request.method() == http::verb::delete_,
+                       "a stored response answered on another method: " + what());
+      return keep_alive;
     case Route::Endpoint::kHealthz:
     case Route::Endpoint::kReadyz:
     case Route::Endpoint::kModel:

@@ -103,7 +103,7 @@ TEST_CASE("the log keeps each message's token ids; a version-1 database is migra
     REQUIRE(db->exec("DROP INDEX sessions_by_tenant; ALTER TABLE tenants DROP COLUMN max_sessions; ALTER TABLE "
                      "tenants DROP COLUMN tokens_per_minute; ALTER TABLE tenants DROP COLUMN max_prompt_tokens; ALTER "
                      "TABLE sessions DROP COLUMN kind; DROP INDEX sessions_by_prefix_key; ALTER TABLE sessions DROP COLUMN "
-                     "prefix_key; ALTER TABLE messages DROP COLUMN token_ids; UPDATE meta "
+                     "prefix_key; DROP TABLE responses; ALTER TABLE messages DROP COLUMN token_ids; UPDATE meta "
                      "SET value = '1' WHERE key = 'format_version'").ok());
   }
   auto store = open_store(path);
@@ -228,7 +228,7 @@ TEST_CASE("a version-2 database gets tenant limits and session kinds and keeps i
     REQUIRE(db->exec("DROP INDEX sessions_by_tenant; ALTER TABLE tenants DROP COLUMN max_sessions; ALTER TABLE "
                      "tenants DROP COLUMN tokens_per_minute; ALTER TABLE tenants DROP COLUMN max_prompt_tokens; "
                      "ALTER TABLE sessions DROP COLUMN kind; DROP INDEX sessions_by_prefix_key; ALTER TABLE sessions DROP "
-                     "COLUMN prefix_key; UPDATE meta SET value = '2' WHERE key = "
+                     "COLUMN prefix_key; DROP TABLE responses; UPDATE meta SET value = '2' WHERE key = "
                      "'format_version'").ok());
   }
   {  // a read-only open cannot migrate: a clear error, nothing changed
@@ -602,4 +602,26 @@ TEST_CASE("prefix keys: the longest keyed prefix of the tenant's open sessions, 
   auto db = Db::open(path, Db::Mode::kReadWrite, 1000);
   REQUIRE(db->exec("UPDATE sessions SET updated_at = 100 WHERE id = 'theirs'").ok());
   CHECK(store->prefix_sessions_unused_since(200).value() == std::vector<std::string>{"theirs"});
+}
+
+TEST_CASE("stored responses: written once, read and deleted by their tenant only, removed by age", "[storage]") {
+  TempDir dir;
+  auto store = open_store(dir.file("hippo.db"));
+  const std::int64_t acme = store->create_tenant("acme").value();
+  const std::int64_t other = store->create_tenant("other").value();
+  REQUIRE(store->put_response({"resp_1", acme, "s1", 0, "[]", R"({"id":"resp_1"})"}).ok());
+  CHECK(store->put_response({"resp_1", acme, "s1", 0, "[]", "{}"}).code() == ErrorCode::kAlreadyExists);
+  auto got = store->get_response("resp_1", acme).value();
+  REQUIRE(got.has_value());
+  CHECK(got->body == R"({"id":"resp_1"})");
+  CHECK(got->session_id == "s1");
+  CHECK(got->created_at > 0);
+  CHECK_FALSE(store->get_response("resp_1", other).value().has_value());
+  CHECK_FALSE(store->get_response("resp_1", std::nullopt).value().has_value());
+  CHECK_FALSE(store->delete_response("resp_1", other).value());
+  CHECK(store->delete_response("resp_1", acme).value());
+  CHECK_FALSE(store->get_response("resp_1", acme).value().has_value());
+  REQUIRE(store->put_response({"resp_2", std::nullopt, "s2", 0, "[]", "{}"}).ok());
+  CHECK(store->remove_responses_before(1).value() == 0);
+  CHECK(store->remove_responses_before(got->created_at + 3600).value() == 1);
 }
