@@ -830,14 +830,22 @@ class AgentRuntime::Engine {
     row.tool_calls = turn.raw_tool_calls;
     row.n_tokens = static_cast<int64_t>(row.token_ids.size());
     Status logged = store_->append_message(s.id, row).status();
-    if (!logged.ok()) log::error("conversation log write failed", {{"session", s.id}, {"error", logged.message()}});
+    Status log_error;
+    if (!logged.ok()) {
+      // The log is the truth: the turn fails, and the session is loaded again from the database
+      // (its log and latest snapshot) when next used; the state in memory is dropped.
+      log::error("conversation log write failed", {{"session", s.id}, {"error", logged.message()}});
+      log_error = logged.with_context(fmt::format("session {}: the turn could not be logged", s.id));
+      if (error == nullptr) error = &log_error;
+      unloading_.push_back(s.id);
+    }
 
     const std::string finish_reason = reason == "cancelled" ? reason : job.finish_reason();
     s.n_calls += job.n_calls();
+    // Every complete call of the turn awaits its result, however the turn ended: a replay of the
+    // log (load) parses the same calls from the same output.
     s.open_calls.clear();
-    if (finish_reason == "tool_calls") {
-      for (const tokenizer::ToolCall& call : turn.calls) s.open_calls.push_back(call.id);
-    }
+    for (const tokenizer::ToolCall& call : turn.calls) s.open_calls.push_back(call.id);
     s.status = s.open_calls.empty() ? SessionStatus::kReady : SessionStatus::kAwaitingTool;
     s.awaiting_since = Clock::now();
     s.last_used = ++clock_;
@@ -866,7 +874,7 @@ class AgentRuntime::Engine {
     remove_job(s);
     const std::unique_ptr<ResponseJob> ended = std::move(s.job);
     ended->emit(done);
-    if (s.state && Clock::now() - s.snapshot_time >= options_.snapshot_interval) {
+    if (logged.ok() && s.state && Clock::now() - s.snapshot_time >= options_.snapshot_interval) {
       Status st = snapshot(s);
       if (!st.ok()) log::warn("periodic snapshot failed", {{"session", s.id}, {"error", st.message()}});
     }
@@ -896,8 +904,22 @@ class AgentRuntime::Engine {
     closing_.push_back(s.id);
   }
 
+  // Drops sessions whose turn could not be logged: the next use loads them from the database.
+  void unload_failed_sessions() {
+    std::vector<std::string> ids;
+    ids.swap(unloading_);
+    for (const std::string& id : ids) {
+      auto it = sessions_.find(id);
+      if (it == sessions_.end() || it->second->job) continue;
+      std::erase(running_, it->second.get());
+      std::erase(queue_, it->second.get());
+      sessions_.erase(it);
+    }
+  }
+
   // Closes the idle completion sessions keep_or_close() and the retention rule gave up.
   void close_finished_completions() {
+    unload_failed_sessions();
     std::vector<std::string> ids;
     ids.swap(closing_);
     for (const std::string& id : ids) {
@@ -1146,6 +1168,7 @@ class AgentRuntime::Engine {
 
   std::map<std::string, std::unique_ptr<AgentSession>> sessions_;
   std::vector<std::string> closing_;    // completion sessions to close once the current work is done
+  std::vector<std::string> unloading_;  // sessions to drop from memory (a turn not logged)
   std::deque<AgentSession*> queue_;     // responses waiting for admission
   std::vector<AgentSession*> running_;  // admitted, in admission order
   uint64_t clock_ = 0;

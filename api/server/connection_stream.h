@@ -5,13 +5,16 @@
 // down TLS properly through the teardown hooks below.
 #pragma once
 
+#include <boost/asio/buffer.hpp>
 #include <boost/asio/ssl/context.hpp>
 #include <boost/beast/core/tcp_stream.hpp>
 #include <boost/beast/ssl/ssl_stream.hpp>
 #include <boost/beast/websocket/teardown.hpp>
 
+#include <cstdint>
 #include <memory>
 #include <optional>
+#include <string>
 #include <utility>
 
 namespace hippo::server {
@@ -43,9 +46,28 @@ class ConnectionStream {
   }
   template <typename Buffers, typename Handler>
   void async_write_some(const Buffers& buffers, Handler&& handler) {
+    if (close_code_ && boost::asio::buffer_size(buffers) >= 4) {
+      // The next close frame goes out with close_code_ (replace_next_close_code).
+      patched_.resize(boost::asio::buffer_size(buffers));
+      boost::asio::buffer_copy(boost::asio::buffer(patched_), buffers);
+      if (static_cast<unsigned char>(patched_[0]) == 0x88 && (static_cast<unsigned char>(patched_[1]) & 0x7f) >= 2) {
+        patched_[2] = static_cast<char>(*close_code_ >> 8);
+        patched_[3] = static_cast<char>(*close_code_ & 0xff);
+        close_code_.reset();
+        if (tls_) tls_->async_write_some(boost::asio::buffer(patched_), std::forward<Handler>(handler));
+        else tcp_->async_write_some(boost::asio::buffer(patched_), std::forward<Handler>(handler));
+        return;
+      }
+    }
     if (tls_) tls_->async_write_some(buffers, std::forward<Handler>(handler));
     else tcp_->async_write_some(buffers, std::forward<Handler>(handler));
   }
+
+  // Beast answers a close frame with the peer's own code, and it takes codes of 5000 and above,
+  // which RFC 6455 §7.4 leaves undefined: the WebSocket session sets the code the answer must
+  // carry instead (1002), patched into the next close frame written (unmasked, short: the
+  // code is bytes 2–3).
+  void replace_next_close_code(uint16_t code) { close_code_ = code; }
 
   // The WebSocket close handshake ends with these (found by argument-dependent lookup).
   friend void teardown(boost::beast::role_type role, ConnectionStream& s, boost::system::error_code& ec) {
@@ -63,6 +85,8 @@ class ConnectionStream {
  private:
   std::optional<boost::beast::tcp_stream> tcp_;  // plain
   std::unique_ptr<Tls> tls_;                     // TLS (its own tcp_stream inside)
+  std::optional<uint16_t> close_code_;
+  std::string patched_;  // the patched close frame while it is written
 };
 
 }  // namespace hippo::server

@@ -86,6 +86,12 @@ void WebSocketSession::run(beast::http::request<beast::http::string_body> reques
   ws_.set_option(websocket::stream_base::decorator(
       [](websocket::response_type& res) { res.set(beast::http::field::server, "hippo"); }));
   ws_.read_message_max(ctx_.options.max_message_bytes);
+  // A close code of 5000 or above is not defined (RFC 6455 §7.4): answered with 1002 (protocol
+  // error) rather than echoed, as Beast would. Beast itself refuses the reserved ones below 3000.
+  ws_.control_callback([this](websocket::frame_type kind, beast::string_view) {
+    if (kind == websocket::frame_type::close && ws_.reason().code > 4999)
+      ws_.next_layer().replace_next_close_code(static_cast<uint16_t>(websocket::close_code::protocol_error));
+  });
   ws_.async_accept(request, beast::bind_front_handler(&WebSocketSession::on_accept, shared_from_this()));
 }
 

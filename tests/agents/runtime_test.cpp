@@ -297,9 +297,12 @@ TEST_CASE("a session of another model is refused", "[agents]") {
   CHECK(rt->session("foreign").status().code() == ErrorCode::kFailedPrecondition);
 }
 
+}  // namespace
 }  // namespace hippo::agents
 
 namespace hippo::agents {
+
+using namespace hippo::agents::testing;
 
 // The tool-call flow from a log in which the model called two tools (written through the real
 // store, ids rendered by the real chat encoder): the session comes back awaiting both results,
@@ -567,6 +570,38 @@ TEST_CASE("a fork continues exactly as its source would, and belongs to the same
   CHECK(rt->count_open_sessions(acme).value() == 3);
   CHECK(rt->session_summary(*third)->status == SessionStatus::kClosed);
   CHECK(rt->session_summary("missing").status().code() == ErrorCode::kNotFound);
+}
+
+}  // namespace hippo::agents
+
+namespace hippo::agents {
+namespace {
+
+using namespace hippo::agents::testing;
+
+TEST_CASE("a turn whose log write fails ends with an error; the session then continues from its log, exactly",
+          "[agents]") {
+  TempDir dir;
+  const std::string db = dir / "hippo.db";
+  auto rt = open_runtime(db);
+  auto id = rt->create_session(SessionSettings{});
+  REQUIRE(id.ok());
+  CHECK(turn(*rt, *id, "Hello there", 4).kind == ResponseEvent::Kind::kCompleted);
+  auto exec = [&](const char* sql) {
+    auto conn = storage::Db::open(db, storage::Db::Mode::kReadWrite, 1000);
+    REQUIRE(conn.ok());
+    REQUIRE(conn->exec(sql).ok());
+  };
+  // The answer's row cannot be written (as on a full disk); everything else can.
+  exec("CREATE TRIGGER no_answers BEFORE INSERT ON messages WHEN NEW.role = 'assistant' "
+       "BEGIN SELECT RAISE(ABORT, 'injected: no space left'); END");
+  const ResponseEvent failed = turn(*rt, *id, "Again", 4);
+  CHECK(failed.kind == ResponseEvent::Kind::kFailed);
+  CHECK_THAT(failed.error.message(), Catch::Contains("could not be logged") && Catch::Contains("no space left"));
+  exec("DROP TRIGGER no_answers");
+  // Loaded again from the database: the failed turn closes as an empty answer, as after a crash.
+  CHECK(turn(*rt, *id, "Third", 4).kind == ResponseEvent::Kind::kCompleted);
+  check_exact(*rt, db, *id);
 }
 
 }  // namespace

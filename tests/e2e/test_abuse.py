@@ -84,3 +84,34 @@ def test_a_flood_of_idle_connections_is_served_and_released(server):
             s.close()
     assert wait_for_open_connections(server, baseline + 1), metric(server, "hippo_connections_open")
     assert healthy(server)
+
+
+def test_a_close_frame_with_an_undefined_code_is_answered_with_1002(server):
+    """RFC 6455 §7.4: codes of 5000 and above are undefined; a defined one (4000, private use) is echoed."""
+    def close_with(code):
+        s = raw(server)
+        try:
+            s.sendall(("GET /v1/agents HTTP/1.1\r\nHost: x\r\nUpgrade: websocket\r\nConnection: Upgrade\r\n"
+                       "Sec-WebSocket-Key: dGhlIHNhbXBsZSBub25jZQ==\r\nSec-WebSocket-Version: 13\r\n"
+                       f"Authorization: Bearer {server.api_key}\r\n\r\n").encode())
+            answer = b""
+            while b"\r\n\r\n" not in answer:
+                answer += s.recv(4096)
+            assert answer.startswith(b"HTTP/1.1 101"), answer
+            frames = answer.split(b"\r\n\r\n", 1)[1]
+            mask = os.urandom(4)
+            payload = code.to_bytes(2, "big") + b"bye"
+            s.sendall(bytes([0x88, 0x80 | len(payload)]) + mask + bytes(b ^ mask[i % 4] for i, b in enumerate(payload)))
+            while len(frames) < 4:
+                chunk = s.recv(4096)
+                if not chunk:
+                    break
+                frames += chunk
+            assert frames[0] == 0x88, frames  # a close frame
+            return int.from_bytes(frames[2:4], "big")
+        finally:
+            s.close()
+
+    assert close_with(5000) == 1002
+    assert close_with(4000) == 4000
+    assert healthy(server)
