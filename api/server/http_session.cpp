@@ -228,7 +228,7 @@ void HttpSession::session_admin(const Request& request, std::string_view target)
   const std::string_view full(request.target().data(), request.target().size());
   const size_t q = full.find('?');
   std::string query(q == std::string_view::npos ? std::string_view() : full.substr(q + 1));
-  net::post(ctx_.runtime_calls, [self = shared_from_this(), tenant = tenant_, method = request.method(),
+  ctx_.runtime_calls.post(tenant_.id, [self = shared_from_this(), tenant = tenant_, method = request.method(),
                                  target = std::string(target), query = std::move(query)] {
     admin::Answer answer = admin::handle(self->ctx_, tenant, method, target, query);
     self->post_io([self, answer = std::move(answer)]() mutable {
@@ -291,7 +291,7 @@ void HttpSession::readiness(bool strict) {
 }
 
 void HttpSession::metrics() {
-  net::post(ctx_.runtime_calls, [self = shared_from_this()] {
+  ctx_.runtime_calls.post(FairCallPool::kServer, [self = shared_from_this()] {
     const agents::RuntimeStats stats = self->ctx_.runtime.stats();
     std::string body = prometheus_text(stats, self->ctx_.counters);
     self->post_io([self, body = std::move(body)]() mutable {
@@ -315,7 +315,7 @@ void HttpSession::chat_completions(const Request& request) {
                                                            parsed->options.top_logprobs >= 0);
   chat_->stream = parsed->stream;
   watch_client();
-  net::post(ctx_.runtime_calls, [self = shared_from_this(), tenant = tenant_, r = std::move(parsed).value()]() mutable {
+  ctx_.runtime_calls.post(tenant_.id, [self = shared_from_this(), tenant = tenant_, r = std::move(parsed).value()]() mutable {
     self->run_conversation(tenant, std::move(r.settings), std::move(r.inputs), std::move(r.options));
   });
 }
@@ -337,7 +337,7 @@ void HttpSession::responses(const Request& request) {
   chat_->stream = parsed->stream;
   chat_->store = parsed->store;
   watch_client();
-  net::post(ctx_.runtime_calls, [self = shared_from_this(), tenant = tenant_, r = std::move(parsed).value()]() mutable {
+  ctx_.runtime_calls.post(tenant_.id, [self = shared_from_this(), tenant = tenant_, r = std::move(parsed).value()]() mutable {
     auto fail = [&](const Status& st, unsigned status) {
       self->post_io([self, st, status] {
         self->chat_.reset();
@@ -372,7 +372,7 @@ void HttpSession::responses(const Request& request) {
 void HttpSession::stored_response(const Request& request, std::string_view path) {
   const std::string id(path.substr(kResponsesPath.size() + 1));
   const bool remove = request.method() == http::verb::delete_;
-  net::post(ctx_.runtime_calls, [self = shared_from_this(), tenant = tenant_, id, remove] {
+  ctx_.runtime_calls.post(tenant_.id, [self = shared_from_this(), tenant = tenant_, id, remove] {
     unsigned status = 200;
     std::string body;
     auto not_found = [&] {
@@ -471,7 +471,7 @@ void HttpSession::on_chat_event(const agents::ResponseEvent& event) {
     stored.session_id = chat_->answered_by;
     stored.conversation = openai::conversation_to_json(conversation);
     stored.body = chat_->writer->body();
-    net::post(ctx_.runtime_calls, [self = shared_from_this(), stored = std::move(stored), data = std::move(data)]() mutable {
+    ctx_.runtime_calls.post(tenant_.id, [self = shared_from_this(), stored = std::move(stored), data = std::move(data)]() mutable {
       Status st = self->ctx_.runtime.put_response(stored);
       if (!st.ok()) log::error("response not stored", {{"response", stored.id}, {"error", st.to_string()}});
       self->post_io([self, data = std::move(data)]() mutable { self->end_response(std::move(data)); });
@@ -500,7 +500,7 @@ void HttpSession::end_response(std::string last_data) {
 
 void HttpSession::cancel_chat() {
   if (!chat_ || chat_->session_id.empty()) return;
-  net::post(ctx_.runtime_calls, [&rt = ctx_.runtime, sid = chat_->session_id] {
+  ctx_.runtime_calls.post(tenant_.id, [&rt = ctx_.runtime, sid = chat_->session_id] {
     Status st = rt.cancel(sid);  // the runtime then closes the request's session
     if (!st.ok()) log::debug("response of a client gone not cancelled", {{"session", sid}, {"error", st.to_string()}});
   });

@@ -97,7 +97,7 @@ void Server::begin_shutdown(int sig) {
   log::info("shutting down: no new connections, snapshotting sessions", {{"signal", sig}});
   ctx_->stopping.store(true);
   listener_->stop();
-  net::post(ctx_->runtime_calls, [this] {
+  ctx_->runtime_calls.post(FairCallPool::kServer, [this] {
     // Running responses end as cancelled (their last events are queued on their connections
     // before the closes below), and every resident session is snapshotted.
     Status st = ctx_->runtime.shutdown();

@@ -5,6 +5,7 @@
 
 #include "agents/runtime.h"
 #include "api/server/auth.h"
+#include "api/server/fair_call_pool.h"
 #include "api/server/metrics.h"
 #include "api/server/server_options.h"
 #include "api/server/session_streams.h"
@@ -78,8 +79,9 @@ struct ServerContext {
   boost::asio::io_context& ioc;
   std::unique_ptr<boost::asio::ssl::context> tls;  // null: plain TCP (Server::listen() loads it)
   // AgentRuntime's methods block until the engine thread has done the work: they run here, never
-  // on a socket thread. Each connection keeps its calls in order with a strand on this pool.
-  boost::asio::thread_pool runtime_calls;
+  // on a socket thread, shared fairly between tenants (a WebSocket session keeps its calls in order
+  // with SerialCalls).
+  FairCallPool runtime_calls;
   SessionStreams streams;  // each session's response events, replayable after a reconnect
   ServerCounters counters;
   TenantLimits limits{counters};

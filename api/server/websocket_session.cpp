@@ -33,7 +33,7 @@ void cancel_when_abandoned(ServerContext& ctx, const std::string& session_id) {
   if (!unattached) return;  // it ended, or a client came back
   const auto grace = std::chrono::duration_cast<SessionStreams::Clock::duration>(ctx.options.stream_grace);
   if (*unattached >= grace) {
-    net::post(ctx.runtime_calls, [&ctx, session_id] {
+    ctx.runtime_calls.post(FairCallPool::kServer, [&ctx, session_id] {
       log::info("no client came back for a running response; cancelling it", {{"session", session_id}});
       Status st = ctx.runtime.cancel(session_id);
       if (!st.ok()) log::debug("cancel after disconnect failed", {{"session", session_id}, {"error", st.to_string()}});
@@ -61,7 +61,7 @@ WebSocketSession::WebSocketSession(ServerContext& ctx, ConnectionStream&& stream
     : ctx_(ctx),
       tenant_(std::move(tenant)),
       ws_(std::move(stream)),
-      calls_(net::make_strand(ctx.runtime_calls)),
+      calls_(ctx.runtime_calls, tenant_.id),
       close_guard_(ws_.get_executor()) {
   ctx_.counters.websocket_sessions_open.fetch_add(1);
   ctx_.counters.connections_open.fetch_add(1);
@@ -148,7 +148,7 @@ void WebSocketSession::handle_text(std::string_view text) {
   }
   log::debug("websocket event", {{"connection", registry_id_}, {"type", parsed.event.type_name},
                                  {"session", parsed.event.session_id}, {"request", parsed.event.event_id}});
-  net::post(calls_, [self = shared_from_this(), event = std::move(parsed.event)] { self->execute(event); });
+  calls_.post([self = shared_from_this(), event = std::move(parsed.event)] { self->execute(event); });
 }
 
 void WebSocketSession::execute(const protocol::ClientEvent& e) {

@@ -13,6 +13,7 @@
 #pragma once
 
 #include "api/server/connection_stream.h"
+#include "api/server/fair_call_pool.h"
 #include "api/server/protocol.h"
 #include "api/server/server_context.h"
 
@@ -72,7 +73,7 @@ class WebSocketSession : public Connection, public std::enable_shared_from_this<
   ServerContext& ctx_;
   const Tenant tenant_;
   boost::beast::websocket::stream<ConnectionStream, /*deflateSupported=*/false> ws_;
-  boost::asio::strand<boost::asio::thread_pool::executor_type> calls_;
+  SerialCalls calls_;  // runtime calls of this connection, in order
   boost::asio::steady_timer close_guard_;
   boost::beast::flat_buffer buffer_;
   uint64_t registry_id_ = 0;
