@@ -124,6 +124,10 @@ Status parse_tools(const json::array& tools, ChatRequest& r) {
 
 }  // namespace
 
+namespace {
+
+// {"type": "function", "function": {"name"}} or the Responses API's {"type": "function", "name"}:
+// the tools narrowed to that one, a call required.
 Status force_named_tool(const json::object& choice, agents::SessionSettings& settings) {
   JsonFields f(choice, "tool_choice.");
   auto type = f.string("type");
@@ -148,12 +152,46 @@ Status force_named_tool(const json::object& choice, agents::SessionSettings& set
   return Status::ok_status();
 }
 
-Result<ChatRequest> parse_chat_request(std::string_view body, const std::string& served_model,
-                                       int64_t default_max_tokens) {
+}  // namespace
+
+Result<json::value> parse_body(std::string_view body) {
   boost::system::error_code ec;
   json::value doc = json::parse(body, ec);
   if (ec) return invalid(fmt::format("the request body is not JSON: {}", ec.message()));
   if (!doc.is_object()) return invalid("the request body must be a JSON object");
+  return doc;
+}
+
+Status apply_tool_choice(const json::value& choice, agents::SessionSettings& settings) {
+  if (choice.is_null()) return Status::ok_status();
+  if (const json::object* named = choice.if_object()) return force_named_tool(*named, settings);
+  if (!choice.is_string()) return invalid("tool_choice must be auto, none, required or names a function");
+  const std::string_view c = choice.get_string();
+  if (c == "auto") settings.tool_choice = tokenizer::ToolChoice::kAuto;
+  else if (c == "none") settings.tool_choice = tokenizer::ToolChoice::kNone;
+  else if (c == "required") settings.tool_choice = tokenizer::ToolChoice::kRequired;
+  else return invalid(fmt::format("tool_choice must be auto, none or required, not '{}'", c));
+  return Status::ok_status();
+}
+
+Status apply_sampling(std::optional<double> temperature, std::optional<double> top_p, std::optional<int64_t> seed,
+                      const std::optional<std::vector<std::string>>& stop, agents::ResponseOptions& options) {
+  if (temperature) options.sampling.temperature = *temperature;
+  if (!(options.sampling.temperature >= 0 && options.sampling.temperature <= 2)) return invalid("temperature must be in [0, 2]");
+  if (top_p) options.sampling.top_p = *top_p;
+  if (!(options.sampling.top_p > 0 && options.sampling.top_p <= 1)) return invalid("top_p must be in (0, 1]");
+  if (seed) options.sampling.seed = static_cast<uint64_t>(*seed);
+  if (stop) {
+    for (const std::string& one : *stop)
+      if (one.empty()) return invalid("stop strings must not be empty");
+    options.stop = *stop;
+  }
+  return Status::ok_status();
+}
+
+Result<ChatRequest> parse_chat_request(std::string_view body, const std::string& served_model,
+                                       int64_t default_max_tokens) {
+  HIPPO_ASSIGN_OR_RETURN(json::value doc, parse_body(body));
   const json::object& o = doc.get_object();
   JsonFields f(o);
   ChatRequest r;
@@ -188,19 +226,7 @@ Result<ChatRequest> parse_chat_request(std::string_view body, const std::string&
   if (messages == nullptr) return invalid("messages is required");
   HIPPO_RETURN_IF_ERROR(parse_messages(*messages, r));
   if (tools != nullptr) HIPPO_RETURN_IF_ERROR(parse_tools(*tools, r));
-  if (const json::value* choice = o.if_contains("tool_choice"); choice != nullptr && !choice->is_null()) {
-    if (const json::object* named = choice->if_object()) {
-      HIPPO_RETURN_IF_ERROR(force_named_tool(*named, r.settings));
-    } else if (!choice->is_string()) {
-      return invalid("tool_choice must be auto, none, required or {\"type\": \"function\", \"function\": {\"name\": ...}}");
-    } else {
-    const std::string_view c = choice->get_string();
-    if (c == "auto") r.settings.tool_choice = tokenizer::ToolChoice::kAuto;
-    else if (c == "none") r.settings.tool_choice = tokenizer::ToolChoice::kNone;
-    else if (c == "required") r.settings.tool_choice = tokenizer::ToolChoice::kRequired;
-    else return invalid(fmt::format("tool_choice must be auto, none or required, not '{}'", c));
-    }
-  }
+  if (const json::value* choice = o.if_contains("tool_choice")) HIPPO_RETURN_IF_ERROR(apply_tool_choice(*choice, r.settings));
   if (const json::value* format = o.if_contains("response_format"); format != nullptr && !format->is_null()) {
     const json::object* fo = format->if_object();
     const json::value* type = fo ? fo->if_contains("type") : nullptr;
@@ -217,16 +243,7 @@ Result<ChatRequest> parse_chat_request(std::string_view body, const std::string&
   if (max_completion_tokens) r.options.max_output_tokens = *max_completion_tokens;
   else if (max_tokens) r.options.max_output_tokens = *max_tokens;
   if (r.options.max_output_tokens <= 0) return invalid("max_tokens must be positive");
-  if (temperature) r.options.sampling.temperature = *temperature;
-  if (!(r.options.sampling.temperature >= 0 && r.options.sampling.temperature <= 2)) return invalid("temperature must be in [0, 2]");
-  if (top_p) r.options.sampling.top_p = *top_p;
-  if (!(r.options.sampling.top_p > 0 && r.options.sampling.top_p <= 1)) return invalid("top_p must be in (0, 1]");
-  if (seed) r.options.sampling.seed = static_cast<uint64_t>(*seed);
-  if (stop) {
-    for (const std::string& s : *stop)
-      if (s.empty()) return invalid("stop strings must not be empty");
-    r.options.stop = *stop;
-  }
+  HIPPO_RETURN_IF_ERROR(apply_sampling(temperature, top_p, seed, stop, r.options));
   if (reasoning_effort) {
     r.settings.thinking = true;
     if (*reasoning_effort == "low" || *reasoning_effort == "minimal") r.settings.effort = tokenizer::ReasoningEffort::kLow;

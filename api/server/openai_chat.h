@@ -12,7 +12,7 @@
 #include "base/status.h"
 
 #include <boost/json/array.hpp>
-#include <boost/json/object.hpp>
+#include <boost/json/value.hpp>
 
 #include <cstdint>
 #include <optional>
@@ -36,9 +36,15 @@ struct ChatRequest {
 // here (404).
 Result<ChatRequest> parse_chat_request(std::string_view body, const std::string& served_model,
                                        int64_t default_max_tokens);
-// tool_choice {"type": "function", "function": {"name"}} (or the Responses API's {"type", "name"}):
-// the tools narrowed to that one, a call required.
-Status force_named_tool(const boost::json::object& choice, agents::SessionSettings& settings);
+// A request body: a JSON object (else kInvalidArgument saying why).
+Result<boost::json::value> parse_body(std::string_view body);
+// tool_choice, shared by both endpoints: auto, none, required, or a named function
+// ({"type": "function", "function": {"name"}}, or the Responses API's {"type", "name"}), for which
+// the tools are narrowed to that one and a call is required (DeepSeek's encoding has no named choice).
+Status apply_tool_choice(const boost::json::value& choice, agents::SessionSettings& settings);
+// temperature in [0, 2], top_p in (0, 1], seed, stop strings (not empty), shared by both endpoints.
+Status apply_sampling(std::optional<double> temperature, std::optional<double> top_p, std::optional<int64_t> seed,
+                      const std::optional<std::vector<std::string>>& stop, agents::ResponseOptions& options);
 // The HTTP status and error code sent for a request parse_chat_request() refused with status:
 // 400 invalid_request or unsupported, 404 model_not_found.
 int request_error_status(const Status& status);

@@ -105,10 +105,7 @@ Status add_input_item(const json::value& value, const std::string& where, Conver
 
 Result<ResponsesRequest> parse_responses_request(std::string_view body, const std::string& served_model,
                                                  int64_t default_max_tokens) {
-  boost::system::error_code ec;
-  json::value doc = json::parse(body, ec);
-  if (ec) return invalid(fmt::format("the request body is not JSON: {}", ec.message()));
-  if (!doc.is_object()) return invalid("the request body must be a JSON object");
+  HIPPO_ASSIGN_OR_RETURN(json::value doc, parse_body(body));
   const json::object& o = doc.get_object();
   JsonFields f(o);
   ResponsesRequest r;
@@ -158,19 +155,7 @@ Result<ResponsesRequest> parse_responses_request(std::string_view body, const st
   json::value choice_echo = "auto";
   if (const json::value* choice = o.if_contains("tool_choice"); choice != nullptr && !choice->is_null()) {
     choice_echo = *choice;
-    if (const json::object* named = choice->if_object()) {
-      HIPPO_RETURN_IF_ERROR(force_named_tool(*named, r.settings));
-    } else if (!choice->is_string()) {
-      return invalid("tool_choice must be auto, none, required or {\"type\": \"function\", \"name\": ...}");
-    } else if (choice->get_string() == "auto") {
-      r.settings.tool_choice = tokenizer::ToolChoice::kAuto;
-    } else if (choice->get_string() == "none") {
-      r.settings.tool_choice = tokenizer::ToolChoice::kNone;
-    } else if (choice->get_string() == "required") {
-      r.settings.tool_choice = tokenizer::ToolChoice::kRequired;
-    } else {
-      return invalid(fmt::format("tool_choice must be auto, none or required, not '{}'", std::string_view(choice->get_string())));
-    }
+    HIPPO_RETURN_IF_ERROR(apply_tool_choice(*choice, r.settings));
   }
   if (reasoning != nullptr) {
     JsonFields rf(*reasoning, "reasoning.");
@@ -190,16 +175,7 @@ Result<ResponsesRequest> parse_responses_request(std::string_view body, const st
   r.stream = stream.value_or(false);
   if (max_output_tokens) r.options.max_output_tokens = *max_output_tokens;
   if (r.options.max_output_tokens <= 0) return invalid("max_output_tokens must be positive");
-  if (temperature) r.options.sampling.temperature = *temperature;
-  if (!(r.options.sampling.temperature >= 0 && r.options.sampling.temperature <= 2)) return invalid("temperature must be in [0, 2]");
-  if (top_p) r.options.sampling.top_p = *top_p;
-  if (!(r.options.sampling.top_p > 0 && r.options.sampling.top_p <= 1)) return invalid("top_p must be in (0, 1]");
-  if (seed) r.options.sampling.seed = static_cast<uint64_t>(*seed);
-  if (stop) {
-    for (const std::string& one : *stop)
-      if (one.empty()) return invalid("stop strings must not be empty");
-    r.options.stop = *stop;
-  }
+  HIPPO_RETURN_IF_ERROR(apply_sampling(temperature, top_p, seed, stop, r.options));
   r.echo = {{"instructions", instructions ? json::value(*instructions) : json::value(nullptr)},
             {"tools", tools ? json::value(*tools) : json::value(json::array{})},
             {"tool_choice", choice_echo},
