@@ -224,13 +224,10 @@ class AgentRuntime::Engine {
     s.open_calls.clear();
     for (const tokenizer::ToolCall& call : calls) {
       s.open_calls.push_back(call.id);
-      int64_t number = 0;
-      const std::string_view id = call.id;
+      const std::string_view id = call.id;  // call_id(n) names the runtime's own calls
       if (id.starts_with("call_") && id.size() > 5 && id.size() < 15 &&
-          std::all_of(id.begin() + 5, id.end(), [](char c) { return c >= '0' && c <= '9'; })) {
-        number = std::stoll(std::string(id.substr(5)));
-        s.n_calls = std::max(s.n_calls, number + 1);
-      }
+          std::all_of(id.begin() + 5, id.end(), [](char c) { return c >= '0' && c <= '9'; }))
+        s.n_calls = std::max<int64_t>(s.n_calls, std::stoll(std::string(id.substr(5))) + 1);
     }
   }
 
@@ -474,7 +471,7 @@ class AgentRuntime::Engine {
     for (auto& [id, s] : sessions_) {
       if (s->job) finish(*s, "cancelled");
     }
-    close_finished_completions();
+    settle_sessions();
     Status first;
     for (auto& [id, s] : sessions_) {
       if (!s->state) continue;
@@ -517,12 +514,12 @@ class AgentRuntime::Engine {
       }
       for (auto& command : commands) {
         command();
-        close_finished_completions();
+        settle_sessions();
         note_progress();
       }
       if (!queue_.empty() || !running_.empty()) {
         step();
-        close_finished_completions();
+        settle_sessions();
         note_progress();
       }
     }
@@ -549,7 +546,7 @@ class AgentRuntime::Engine {
     if (rule.max_age_seconds > 0) {
       Result<std::vector<std::string>> unused = store_->prefix_sessions_unused_since(now - rule.max_age_seconds);
       if (unused.ok()) closing_.insert(closing_.end(), unused->begin(), unused->end());
-      close_finished_completions();
+      settle_sessions();
       Result<int64_t> responses = store_->remove_responses_before(now - rule.max_age_seconds);
       if (!responses.ok()) log::warn("removing old stored responses failed", {{"error", responses.status().message()}});
     }
@@ -884,7 +881,7 @@ class AgentRuntime::Engine {
 
   // A completion session's response ended. Completed, the session is keyed with its conversation
   // and the answer as the client got it, so that the next turn continues it; otherwise nobody can
-  // continue it and it is closed. Either way, closings wait for close_finished_completions().
+  // continue it and it is closed. Either way, closings wait for settle_sessions().
   void keep_or_close(AgentSession& s, const AssistantTurn& turn, bool completed) {
     if (completed && !s.conversation_key.empty()) {
       InputItem answer;
@@ -904,23 +901,17 @@ class AgentRuntime::Engine {
     closing_.push_back(s.id);
   }
 
-  // Drops sessions whose turn could not be logged: the next use loads them from the database.
-  void unload_failed_sessions() {
+  // After each command and step, what finish() and the retention rule left to do with sessions
+  // they may not remove while in use: drop those whose turn could not be logged (the next use
+  // loads them from the database), and close the completion sessions given up.
+  void settle_sessions() {
     std::vector<std::string> ids;
     ids.swap(unloading_);
     for (const std::string& id : ids) {
       auto it = sessions_.find(id);
-      if (it == sessions_.end() || it->second->job) continue;
-      std::erase(running_, it->second.get());
-      std::erase(queue_, it->second.get());
-      sessions_.erase(it);
+      if (it != sessions_.end() && !it->second->job) sessions_.erase(it);
     }
-  }
-
-  // Closes the idle completion sessions keep_or_close() and the retention rule gave up.
-  void close_finished_completions() {
-    unload_failed_sessions();
-    std::vector<std::string> ids;
+    ids.clear();
     ids.swap(closing_);
     for (const std::string& id : ids) {
       auto it = sessions_.find(id);
@@ -1100,12 +1091,14 @@ class AgentRuntime::Engine {
     const OutputStart start = output_start(chat_options(settings, chat_family(tokenizer_)));
     for (const storage::MessageRecord& row : log) {
       if (row.role == kRoleUser || row.role == kRoleTool) {
-        tokenizer::Message m;
-        m.role = row.role == kRoleUser ? tokenizer::Role::kUser : tokenizer::Role::kTool;
-        m.content = row.content;
-        m.tool_call_id = row.tool_calls;
-        if (row.role == kRoleTool) std::erase(s->open_calls, row.tool_calls);
-        group.push_back(std::move(m));
+        InputItem item;
+        item.kind = row.role == kRoleUser ? InputItem::Kind::kUserMessage : InputItem::Kind::kToolResult;
+        item.content = row.content;
+        if (row.role == kRoleTool) {
+          item.tool_call_id = row.tool_calls;
+          std::erase(s->open_calls, row.tool_calls);
+        }
+        group.push_back(input_message(item));
       } else if (row.role == kRoleAssistantInput) {
         HIPPO_ASSIGN_OR_RETURN(InputItem item, assistant_input_from_row(row));
         open_assistant_calls(*s, item.tool_calls);

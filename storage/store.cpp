@@ -14,6 +14,7 @@
 #include <chrono>
 #include <cstring>
 #include <random>
+#include <unordered_map>
 
 namespace hippo::storage {
 
@@ -386,18 +387,21 @@ Result<std::optional<PrefixMatch>> SessionStore::find_prefix_session(std::option
                                                                      std::span<const std::string> keys) {
   std::lock_guard lock(mutex_);
   HIPPO_RETURN_IF_ERROR(usable());
+  // The tenant's keyed sessions are few (bounded by their owner, agents' max_prefix_sessions): one
+  // query reads them all, most recently used first, and the longest key among them wins.
+  std::unordered_map<std::string_view, std::size_t> index;
+  for (std::size_t i = 0; i < keys.size(); ++i) index.emplace(keys[i], i);
   HIPPO_ASSIGN_OR_RETURN(Statement select,
-                         Statement::prepare(*db_, "SELECT id FROM sessions WHERE prefix_key = ? AND tenant_id IS ? AND "
-                                                  "status != 'closed' ORDER BY updated_at DESC, rowid DESC LIMIT 1"));
-  // Longest first: the first key that names a session wins (one indexed lookup per key tried).
-  for (std::size_t i = keys.size(); i-- > 0;) {
-    select.reset();
-    select.bind(1, std::string_view(keys[i]));
-    bind_tenant(select, 2, tenant_id);
+                         Statement::prepare(*db_, "SELECT id, prefix_key FROM sessions WHERE tenant_id IS ? AND status != "
+                                                  "'closed' AND prefix_key IS NOT NULL ORDER BY updated_at DESC, rowid DESC"));
+  bind_tenant(select, 1, tenant_id);
+  std::optional<PrefixMatch> best;
+  for (;;) {
     HIPPO_ASSIGN_OR_RETURN(bool row, select.step());
-    if (row) return std::optional<PrefixMatch>(PrefixMatch{select.column_text(0), i});
+    if (!row) return best;
+    auto it = index.find(select.column_text(1));
+    if (it != index.end() && (!best || it->second > best->key_index)) best = PrefixMatch{select.column_text(0), it->second};
   }
-  return std::optional<PrefixMatch>();
 }
 
 Result<std::vector<std::string>> SessionStore::excess_prefix_sessions(std::optional<std::int64_t> tenant_id,

@@ -285,7 +285,8 @@ class SessionStore {
   // Prefix keys (format 5): an open session may carry the key of the conversation it holds
   // (nullopt removes it); setting one also marks the session used now.
   Status set_prefix_key(std::string_view id, std::optional<std::string_view> key);
-  // Among the open sessions of the tenant (none: those without one).
+  // Among the open sessions of the tenant (none: those without one), the one keyed with the latest
+  // of `keys` (the most recently used on a tie).
   Result<std::optional<PrefixMatch>> find_prefix_session(std::optional<std::int64_t> tenant_id,
                                                          std::span<const std::string> keys);
   // Open keyed sessions to close: the tenant's beyond its `keep` most recently used.

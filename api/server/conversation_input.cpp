@@ -29,14 +29,18 @@ Status ConversationInput::no_open_calls(std::string_view where) const {
                              open_calls_.size() == 1 ? "has" : "have"));
 }
 
+void ConversationInput::add(agents::InputItem item, std::string_view where) {
+  last_where_ = where;
+  if (item.kind == agents::InputItem::Kind::kAssistantMessage) turn_where_ = where;
+  items_.push_back(std::move(item));
+}
+
 Status ConversationInput::user(std::string text, std::string_view where) {
   HIPPO_RETURN_IF_ERROR(no_open_calls(where));
   agents::InputItem item;
   item.kind = agents::InputItem::Kind::kUserMessage;
   item.content = std::move(text);
-  items_.push_back(std::move(item));
-  assistant_open_ = false;
-  last_where_ = where;
+  add(std::move(item), where);
   return Status::ok_status();
 }
 
@@ -46,9 +50,7 @@ Status ConversationInput::assistant(std::string text, std::optional<std::string>
   item.kind = agents::InputItem::Kind::kAssistantMessage;
   item.content = std::move(text);
   item.reasoning = std::move(reasoning);
-  items_.push_back(std::move(item));
-  assistant_open_ = true;
-  last_where_ = turn_where_ = where;
+  add(std::move(item), where);
   return Status::ok_status();
 }
 
@@ -61,7 +63,7 @@ Status ConversationInput::call(tokenizer::ToolCall call, std::string_view where)
     return invalid(fmt::format("{}: the arguments of tool call '{}' are not a JSON object", where, call.id));
   if (!call_ids_.insert(call.id).second)
     return invalid(fmt::format("{}: tool call id '{}' is used twice in the conversation", where, call.id));
-  if (!assistant_open_) HIPPO_RETURN_IF_ERROR(assistant("", std::nullopt, where));
+  if (!assistant_open()) HIPPO_RETURN_IF_ERROR(assistant("", std::nullopt, where));
   open_calls_.push_back(call.id);
   items_.back().tool_calls.push_back(std::move(call));
   return Status::ok_status();
@@ -79,9 +81,7 @@ Status ConversationInput::tool_result(std::string call_id, std::string output, s
   item.kind = agents::InputItem::Kind::kToolResult;
   item.tool_call_id = std::move(call_id);
   item.content = std::move(output);
-  items_.push_back(std::move(item));
-  assistant_open_ = false;
-  last_where_ = where;
+  add(std::move(item), where);
   return Status::ok_status();
 }
 

@@ -37,12 +37,16 @@ class ConversationInput {
 
  private:
   Status no_open_calls(std::string_view where) const;
+  void add(agents::InputItem item, std::string_view where);
+  // The last item is an assistant turn, which may take more calls.
+  bool assistant_open() const {
+    return !items_.empty() && items_.back().kind == agents::InputItem::Kind::kAssistantMessage;
+  }
 
   std::string instructions_;
   std::vector<agents::InputItem> items_;
   std::vector<std::string> open_calls_;  // of the latest assistant turn, without a result yet
   std::set<std::string> call_ids_;       // every call so far
-  bool assistant_open_ = false;          // the last item is an assistant turn that may take more calls
   std::string last_where_;               // the last item, for errors about the end
   std::string turn_where_;               // the latest assistant turn
 };

@@ -466,7 +466,7 @@ void HttpSession::on_chat_event(const agents::ResponseEvent& event) {
     std::vector<agents::InputItem> conversation = std::move(chat_->conversation);
     conversation.push_back(chat_->responses->answer_item());
     storage::StoredResponse stored;
-    stored.id = chat_->responses_id();
+    stored.id = chat_->responses->id();
     stored.tenant_id = tenant_.id;
     stored.session_id = chat_->answered_by;
     stored.conversation = openai::conversation_to_json(conversation);

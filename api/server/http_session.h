@@ -99,7 +99,6 @@ class HttpSession : public Connection, public std::enable_shared_from_this<HttpS
     openai::ResponseObject* responses = nullptr;
     bool store = false;
     std::vector<agents::InputItem> conversation;
-    std::string responses_id() const { return responses->id(); }
   };
   std::unique_ptr<Chat> chat_;
   std::deque<std::string> out_;
