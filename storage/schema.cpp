@@ -132,6 +132,12 @@ CREATE TABLE responses (
 ) STRICT;
 CREATE INDEX responses_by_age ON responses(created_at);
 )sql",
+    // 6: a snapshot is written in several short transactions (so that the one writer lock is never
+    // held for long) and made visible by its last one; until then it is marked incomplete, and
+    // readers never see it. Existing snapshots are complete.
+    R"sql(
+ALTER TABLE snapshots ADD COLUMN complete INTEGER NOT NULL DEFAULT 1;
+)sql",
 };
 
 }  // namespace

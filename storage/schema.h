@@ -14,8 +14,9 @@ namespace hippo::storage {
 
 // 1 = the first schema (meta, tenants, api_keys, sessions, messages, snapshots, snapshot_streams,
 // snapshot_chunks, kv_chunks); 2 = messages.token_ids; 3 = tenants.max_sessions and
-// tenants.tokens_per_minute (per-tenant limits), sessions_by_tenant.
-inline constexpr std::int64_t kFormatVersion = 5;
+// tenants.tokens_per_minute (per-tenant limits), sessions_by_tenant; 4 = tenants.max_prompt_tokens,
+// sessions.kind; 5 = sessions.prefix_key, responses; 6 = snapshots.complete.
+inline constexpr std::int64_t kFormatVersion = 6;
 
 // Page size of new databases: 64 KiB (SQLite's largest), so that a 4 MiB chunk spans 64 overflow
 // pages instead of 1,024 and blob reads and writes stay close to sequential I/O.

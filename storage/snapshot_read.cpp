@@ -121,8 +121,8 @@ class ReadTransaction {
 Result<std::vector<SnapshotInfo>> load_snapshot_infos(Db& db, std::string_view schema, std::string_view session_id,
                                                       int limit) {
   HIPPO_ASSIGN_OR_RETURN(Statement select,
-                         Statement::prepare(db, fmt::format("SELECT {} FROM {}.snapshots WHERE session_id = ? "
-                                                            "ORDER BY id DESC LIMIT ?",
+                         Statement::prepare(db, fmt::format("SELECT {} FROM {}.snapshots WHERE session_id = ? AND "
+                                                            "complete = 1 ORDER BY id DESC LIMIT ?",
                                                             kSnapshotColumns, schema)));
   select.bind(1, session_id).bind(2, std::int64_t{limit});
   return read_snapshots(db, schema, select);
@@ -130,7 +130,7 @@ Result<std::vector<SnapshotInfo>> load_snapshot_infos(Db& db, std::string_view s
 
 Result<std::optional<SnapshotInfo>> load_snapshot_info(Db& db, std::int64_t snapshot_id) {
   HIPPO_ASSIGN_OR_RETURN(Statement select,
-                         Statement::prepare(db, fmt::format("SELECT {} FROM snapshots WHERE id = ?", kSnapshotColumns)));
+                         Statement::prepare(db, fmt::format("SELECT {} FROM snapshots WHERE id = ? AND complete = 1", kSnapshotColumns)));
   select.bind(1, snapshot_id);
   HIPPO_ASSIGN_OR_RETURN(auto snapshots, read_snapshots(db, "main", select));
   if (snapshots.empty()) return std::optional<SnapshotInfo>();

@@ -1,4 +1,5 @@
-// SessionStore::write_snapshot(): one incremental snapshot in one transaction (store.h (1)–(3), (6)).
+// SessionStore::write_snapshot(): one incremental snapshot, made visible by one transaction
+// (store.h (1)–(3), (6)).
 //
 // The calling thread walks the streams, decides which previous chunks still hold (3), and cuts
 // the rest into chunks on a fixed grid of entries_per_chunk entries, so a stream that grew by a
@@ -19,6 +20,10 @@
 
 namespace hippo::storage {
 namespace {
+
+// Between its chunk transactions a snapshot lets waiting writers (the conversation log) go first,
+// for at most this long each time.
+constexpr auto kYieldToWritersMax = std::chrono::milliseconds(50);
 
 struct EncodedChunk {
   Status status;
@@ -87,20 +92,94 @@ Result<SnapshotWriteStats> SessionStore::write_snapshot(const SnapshotRequest& r
   return stats;
 }
 
+// Phase 1, one transaction: the snapshot's row, marked incomplete, and its stream rows. An
+// incomplete snapshot of the session that an earlier attempt left (killed, or failed and not
+// cleaned up) goes first.
 Result<SnapshotWriteStats> SessionStore::write_snapshot_locked(const SnapshotRequest& request) {
   const std::string& session_id = request.session_id;
   const std::string context = fmt::format("session {}: snapshot at {} tokens", session_id, request.n_tokens);
-  auto begun = Transaction::begin(*db_);  // keeps (1)
-  if (!begun.ok()) return begun.status().with_context(context);
-  Transaction tx = std::move(begun).value();
-  HIPPO_ASSIGN_OR_RETURN(SessionInfo session, get_session_locked(session_id));
-  if (session.model_fingerprint != request.fingerprint)
-    return make_error(ErrorCode::kFailedPrecondition,
-                      "{}: model fingerprint {} differs from the session's {}; refusing to mix model states", context,
-                      request.fingerprint, session.model_fingerprint);
-  HIPPO_ASSIGN_OR_RETURN(auto previous, load_snapshot_infos(*db_, "main", session_id, 1));
-
   SnapshotWriteStats stats;
+  std::optional<SnapshotInfo> previous;
+  {
+    auto begun = Transaction::begin(*db_);
+    if (!begun.ok()) return begun.status().with_context(context);
+    Transaction tx = std::move(begun).value();
+    HIPPO_ASSIGN_OR_RETURN(SessionInfo session, get_session_locked(session_id));
+    if (session.model_fingerprint != request.fingerprint)
+      return make_error(ErrorCode::kFailedPrecondition,
+                        "{}: model fingerprint {} differs from the session's {}; refusing to mix model states", context,
+                        request.fingerprint, session.model_fingerprint);
+    HIPPO_RETURN_IF_ERROR(remove_incomplete_snapshots(session_id).with_context(context));
+    HIPPO_ASSIGN_OR_RETURN(auto latest, load_snapshot_infos(*db_, "main", session_id, 1));
+    if (!latest.empty()) previous = std::move(latest.front());
+    HIPPO_ASSIGN_OR_RETURN(
+        Statement snapshot,
+        Statement::prepare(*db_, "INSERT INTO snapshots(session_id, parent_id, n_tokens, fingerprint, frontier, "
+                                 "frontier_codec, frontier_raw_bytes, frontier_checksum, created_at, complete) "
+                                 "VALUES (?, ?, ?, ?, x'', 0, ?, 0, ?, 0)"));
+    snapshot.bind(1, std::string_view(session_id));
+    if (previous) snapshot.bind(2, previous->id); else snapshot.bind_null(2);
+    snapshot.bind(3, request.n_tokens)
+        .bind(4, std::string_view(request.fingerprint))
+        .bind(5, static_cast<std::int64_t>(request.frontier.size()))
+        .bind(6, unix_now());
+    HIPPO_RETURN_IF_ERROR(snapshot.run().with_context(context));
+    stats.snapshot_id = db_->last_insert_rowid();
+    HIPPO_ASSIGN_OR_RETURN(Statement stream_row,
+                           Statement::prepare(*db_, "INSERT INTO snapshot_streams(snapshot_id, stream_index, name, "
+                                                    "entry_bytes, filter, n_entries) VALUES (?, ?, ?, ?, ?, ?)"));
+    for (std::size_t i = 0; i < request.streams.size(); ++i) {
+      const StreamData& stream = request.streams[i];
+      stream_row.bind(1, stats.snapshot_id)
+          .bind(2, static_cast<std::int64_t>(i))
+          .bind(3, std::string_view(stream.name))
+          .bind(4, static_cast<std::int64_t>(stream.entry_bytes))
+          .bind(5, static_cast<std::int64_t>(stream.filter))
+          .bind(6, static_cast<std::int64_t>(stream.bytes.size() / stream.entry_bytes));
+      HIPPO_RETURN_IF_ERROR(stream_row.run().with_context(context + ": stream " + stream.name));
+    }
+    HIPPO_RETURN_IF_ERROR(commit_or_fail_closed(tx).with_context(context));
+  }
+  Status written = write_snapshot_content(request, previous, stats);
+  if (!written.ok() && usable().ok()) {
+    // Best effort: what stays is removed by the session's next snapshot (or with the session).
+    auto begun = Transaction::begin(*db_);
+    if (begun.ok()) {
+      Transaction tx = std::move(begun).value();
+      const std::int64_t id = stats.snapshot_id;
+      if (remove_snapshots(std::span(&id, 1)).ok()) (void)commit_or_fail_closed(tx);
+    }
+  }
+  HIPPO_RETURN_IF_ERROR(written);
+  return stats;
+}
+
+// Phase 2, in transactions of about kChunkTargetBytes each (the writer lock is never held for
+// longer than one chunk's insert): the chunks of the previous snapshot that still hold (3) and the
+// new ones, with the chunk map; the incomplete snapshot's map keeps gc() off its chunks. Phase 3,
+// one transaction: the frontier, the mark that makes the snapshot visible, and the pruning.
+Status SessionStore::write_snapshot_content(const SnapshotRequest& request, const std::optional<SnapshotInfo>& previous,
+                                           SnapshotWriteStats& stats) {
+  const std::string& session_id = request.session_id;
+  const std::string context = fmt::format("session {}: snapshot at {} tokens", session_id, request.n_tokens);
+  std::optional<Transaction> tx;
+  std::size_t tx_bytes = 0;
+  auto open_tx = [&]() -> Status {
+    if (tx) return {};
+    db_->yield_to_waiting_writers(kYieldToWritersMax);
+    auto begun = Transaction::begin(*db_);
+    if (!begun.ok()) return begun.status().with_context(context);
+    tx.emplace(std::move(begun).value());
+    return {};
+  };
+  auto commit_tx = [&]() -> Status {
+    if (!tx) return {};
+    Status committed = commit_or_fail_closed(*tx);
+    tx.reset();
+    tx_bytes = 0;
+    return committed.with_context(context);
+  };
+
   InFlight in_flight;
   WorkerPool& workers = pool();
   // Encodes the caller's bytes on a pool worker; the future carries the blob and checksum.
@@ -120,27 +199,11 @@ Result<SnapshotWriteStats> SessionStore::write_snapshot_locked(const SnapshotReq
     });
     return future;
   };
-  // The frontier (a few MB, one chunk of 1-byte entries) is encoded first, beside the streams'
-  // chunks; its row is written now with an empty blob and completed once the streams are in.
+  // The frontier (a few MB, one chunk of 1-byte entries) is encoded beside the streams' chunks and
+  // written by complete_snapshot().
   in_flight.frontier = submit_encode(request.frontier, 1, Filter::kNone);
-  HIPPO_ASSIGN_OR_RETURN(
-      Statement snapshot,
-      Statement::prepare(*db_, "INSERT INTO snapshots(session_id, parent_id, n_tokens, fingerprint, frontier, "
-                               "frontier_codec, frontier_raw_bytes, frontier_checksum, created_at) "
-                               "VALUES (?, ?, ?, ?, x'', 0, ?, 0, ?)"));
-  snapshot.bind(1, std::string_view(session_id));
-  if (!previous.empty()) snapshot.bind(2, previous.front().id); else snapshot.bind_null(2);
-  snapshot.bind(3, request.n_tokens)
-      .bind(4, std::string_view(request.fingerprint))
-      .bind(5, static_cast<std::int64_t>(request.frontier.size()))
-      .bind(6, unix_now());
-  HIPPO_RETURN_IF_ERROR(snapshot.run().with_context(context));
-  stats.snapshot_id = db_->last_insert_rowid();
   stats.raw_bytes = static_cast<std::int64_t>(request.frontier.size());
 
-  HIPPO_ASSIGN_OR_RETURN(Statement stream_row,
-                         Statement::prepare(*db_, "INSERT INTO snapshot_streams(snapshot_id, stream_index, name, "
-                                                  "entry_bytes, filter, n_entries) VALUES (?, ?, ?, ?, ?, ?)"));
   HIPPO_ASSIGN_OR_RETURN(Statement chunk_map,
                          Statement::prepare(*db_, "INSERT INTO snapshot_chunks(snapshot_id, stream_index, seq, chunk_id) "
                                                   "VALUES (?, ?, ?, ?)"));
@@ -160,6 +223,7 @@ Result<SnapshotWriteStats> SessionStore::write_snapshot_locked(const SnapshotReq
     HIPPO_RETURN_IF_ERROR(encoded.status.with_context(where));
     const std::span<const std::byte> blob =
         encoded.codec == Codec::kStored ? pending.raw : std::span<const std::byte>(encoded.compressed);
+    HIPPO_RETURN_IF_ERROR(open_tx());
     chunk_insert.bind(1, std::string_view(session_id))
         .bind(2, std::string_view(stream.name))
         .bind(3, pending.row.first_entry)
@@ -177,7 +241,8 @@ Result<SnapshotWriteStats> SessionStore::write_snapshot_locked(const SnapshotReq
     stats.written_raw_bytes += static_cast<std::int64_t>(pending.raw.size());
     stats.written_stored_bytes += static_cast<std::int64_t>(blob.size());
     ++stats.written_chunks;
-    return {};
+    tx_bytes += blob.size();
+    return tx_bytes >= kChunkTargetBytes ? commit_tx() : Status{};
   };
 
   for (std::size_t i = 0; i < request.streams.size(); ++i) {
@@ -186,27 +251,21 @@ Result<SnapshotWriteStats> SessionStore::write_snapshot_locked(const SnapshotReq
     const auto entry_bytes = static_cast<std::int64_t>(stream.entry_bytes);
     const auto n_entries = static_cast<std::int64_t>(stream.bytes.size()) / entry_bytes;
     stats.raw_bytes += static_cast<std::int64_t>(stream.bytes.size());
-    stream_row.bind(1, stats.snapshot_id)
-        .bind(2, stream_index)
-        .bind(3, std::string_view(stream.name))
-        .bind(4, entry_bytes)
-        .bind(5, static_cast<std::int64_t>(stream.filter))
-        .bind(6, n_entries);
-    HIPPO_RETURN_IF_ERROR(stream_row.run().with_context(context + ": stream " + stream.name));
 
     // Reuse the previous snapshot's chunks while the caller's bytes still match them (keeps (3)).
     std::int64_t seq = 0;
     std::int64_t end = 0;
-    if (!previous.empty()) {
-      const auto& prev_streams = previous.front().streams;
+    if (previous) {
+      const auto& prev_streams = previous->streams;
       for (std::size_t p = 0; p < prev_streams.size(); ++p) {
         if (prev_streams[p].name != stream.name || prev_streams[p].entry_bytes != stream.entry_bytes) continue;
-        HIPPO_ASSIGN_OR_RETURN(auto rows, load_chunk_rows(*db_, previous.front().id, static_cast<std::int64_t>(p)));
+        HIPPO_ASSIGN_OR_RETURN(auto rows, load_chunk_rows(*db_, previous->id, static_cast<std::int64_t>(p)));
         for (const ChunkRow& row : rows) {
           if (row.first_entry != end || row.first_entry + row.n_entries > n_entries) break;
           const auto range = stream.bytes.subspan(static_cast<std::size_t>(row.first_entry * entry_bytes),
                                                   static_cast<std::size_t>(row.n_entries * entry_bytes));
           if (checksum_bytes(range) != row.checksum) break;
+          HIPPO_RETURN_IF_ERROR(open_tx());
           chunk_map.bind(1, stats.snapshot_id).bind(2, stream_index).bind(3, seq++).bind(4, row.id);
           HIPPO_RETURN_IF_ERROR(chunk_map.run().with_context(context + ": stream " + stream.name));
           end += row.n_entries;
@@ -234,38 +293,55 @@ Result<SnapshotWriteStats> SessionStore::write_snapshot_locked(const SnapshotReq
     }
   }
   while (!in_flight.chunks.empty()) HIPPO_RETURN_IF_ERROR(insert_oldest());
+  HIPPO_RETURN_IF_ERROR(commit_tx());
 
   EncodedChunk frontier = in_flight.frontier.get();
   HIPPO_RETURN_IF_ERROR(frontier.status.with_context(context + ": frontier"));
   const std::span<const std::byte> frontier_stored = frontier.codec == Codec::kStored
                                                          ? std::span<const std::byte>(request.frontier)
                                                          : std::span<const std::byte>(frontier.compressed);
+  HIPPO_RETURN_IF_ERROR(open_tx());
   HIPPO_ASSIGN_OR_RETURN(Statement complete,
                          Statement::prepare(*db_, "UPDATE snapshots SET frontier = ?, frontier_codec = ?, "
-                                                  "frontier_checksum = ? WHERE id = ?"));
+                                                  "frontier_checksum = ?, complete = 1 WHERE id = ?"));
   complete.bind_blob(1, frontier_stored)
       .bind(2, static_cast<std::int64_t>(frontier.codec))
       .bind(3, to_sql(frontier.checksum))
       .bind(4, stats.snapshot_id);
   HIPPO_RETURN_IF_ERROR(complete.run().with_context(context + ": frontier"));
+  if (db_->changes() == 0)
+    return make_error(ErrorCode::kNotFound, "{}: the session was removed while its snapshot was written", context);
   stats.frontier_stored_bytes = static_cast<std::int64_t>(frontier_stored.size());
   stats.written_stored_bytes += stats.frontier_stored_bytes;
 
   HIPPO_RETURN_IF_ERROR(prune_snapshots(session_id).with_context(context));
   HIPPO_ASSIGN_OR_RETURN(Statement touch, Statement::prepare(*db_, "UPDATE sessions SET updated_at = ? WHERE id = ?"));
   HIPPO_RETURN_IF_ERROR(touch.bind(1, unix_now()).bind(2, std::string_view(session_id)).run().with_context(context));
-  Status committed = tx.commit();
-  if (!committed.ok()) {
-    // The outcome of a failed COMMIT is not known to us: fail closed (keeps (5)).
-    if (failed_.ok()) failed_ = committed;
-    return committed.with_context(context + ": commit");
-  }
-  return stats;
+  return commit_tx();
 }
 
+Status SessionStore::commit_or_fail_closed(Transaction& tx) {
+  Status committed = tx.commit();
+  // The outcome of a failed COMMIT is not known to us: fail closed (keeps (5)).
+  if (!committed.ok() && failed_.ok()) failed_ = committed;
+  return committed;
+}
+
+Status SessionStore::remove_incomplete_snapshots(std::string_view session_id) {
+  HIPPO_ASSIGN_OR_RETURN(Statement select,
+                         Statement::prepare(*db_, "SELECT id FROM snapshots WHERE session_id = ? AND complete = 0"));
+  select.bind(1, session_id);
+  std::vector<std::int64_t> ids;
+  for (;;) {
+    HIPPO_ASSIGN_OR_RETURN(bool row, select.step());
+    if (!row) break;
+    ids.push_back(select.column_int(0));
+  }
+  return remove_snapshots(ids);
+}
 Status SessionStore::prune_snapshots(std::string_view session_id) {
-  HIPPO_ASSIGN_OR_RETURN(Statement old, Statement::prepare(*db_, "SELECT id FROM snapshots WHERE session_id = ? "
-                                                                 "ORDER BY id DESC LIMIT -1 OFFSET ?"));
+  HIPPO_ASSIGN_OR_RETURN(Statement old, Statement::prepare(*db_, "SELECT id FROM snapshots WHERE session_id = ? AND "
+                                                                 "complete = 1 ORDER BY id DESC LIMIT -1 OFFSET ?"));
   old.bind(1, session_id).bind(2, std::int64_t{options_.keep_snapshots});
   std::vector<std::int64_t> doomed;
   for (;;) {
@@ -273,18 +349,22 @@ Status SessionStore::prune_snapshots(std::string_view session_id) {
     if (!row) break;
     doomed.push_back(old.column_int(0));
   }
-  if (doomed.empty()) return {};
+  return remove_snapshots(doomed);
+}
+
+Status SessionStore::remove_snapshots(std::span<const std::int64_t> ids) {
+  if (ids.empty()) return {};
   HIPPO_RETURN_IF_ERROR(db_->exec("CREATE TEMP TABLE IF NOT EXISTS pruned_chunks(id INTEGER PRIMARY KEY); "
                                   "DELETE FROM temp.pruned_chunks"));
   HIPPO_ASSIGN_OR_RETURN(Statement collect,
                          Statement::prepare(*db_, "INSERT OR IGNORE INTO temp.pruned_chunks SELECT chunk_id FROM "
                                                   "snapshot_chunks WHERE snapshot_id = ?"));
   HIPPO_ASSIGN_OR_RETURN(Statement remove, Statement::prepare(*db_, "DELETE FROM snapshots WHERE id = ?"));
-  for (std::int64_t id : doomed) {
+  for (std::int64_t id : ids) {
     HIPPO_RETURN_IF_ERROR(collect.bind(1, id).run());
     HIPPO_RETURN_IF_ERROR(remove.bind(1, id).run());
   }
-  // Chunks of the pruned snapshots that no other snapshot (a newer one, a fork) still uses (2).
+  // Chunks of the removed snapshots that no other snapshot (a newer one, a fork) still uses (2).
   return db_->exec("DELETE FROM kv_chunks WHERE id IN (SELECT id FROM temp.pruned_chunks) AND NOT EXISTS "
                    "(SELECT 1 FROM snapshot_chunks WHERE chunk_id = kv_chunks.id); DELETE FROM temp.pruned_chunks");
 }

@@ -3,6 +3,10 @@
 
 #include <sqlite3.h>
 
+#include <algorithm>
+#include <atomic>
+#include <thread>
+
 #include <utility>
 
 namespace hippo::storage {
@@ -37,15 +41,54 @@ Db::~Db() {
   if (db_) sqlite3_close_v2(db_);
 }
 
-Db::Db(Db&& other) noexcept : db_(std::exchange(other.db_, nullptr)), path_(std::move(other.path_)) {}
+Db::Db(Db&& other) noexcept
+    : db_(std::exchange(other.db_, nullptr)), path_(std::move(other.path_)), busy_(std::move(other.busy_)) {}
 
 Db& Db::operator=(Db&& other) noexcept {
   if (this != &other) {
     if (db_) sqlite3_close_v2(db_);
     db_ = std::exchange(other.db_, nullptr);
     path_ = std::move(other.path_);
+    busy_ = std::move(other.busy_);
   }
   return *this;
+}
+
+struct Db::BusyWait {
+  std::chrono::milliseconds timeout;
+  std::chrono::steady_clock::time_point since;
+};
+
+namespace {
+
+// When a connection of this process last waited for a lock, and which one (its BusyWait).
+std::atomic<std::chrono::steady_clock::rep> g_last_wait{0};
+std::atomic<const void*> g_last_waiter{nullptr};
+constexpr auto kWaitSignal = std::chrono::milliseconds(2);  // a wait this recent is still going on
+
+// Polls every 100 µs for the first 2 ms, then every ms, until the timeout; each poll tells
+// yield_to_waiting_writers() that this connection is waiting.
+int busy_handler(void* arg, int count) {
+  auto* wait = static_cast<Db::BusyWait*>(arg);
+  const auto now = std::chrono::steady_clock::now();
+  if (count == 0) wait->since = now;
+  if (now - wait->since >= wait->timeout) return 0;
+  g_last_wait.store(now.time_since_epoch().count());
+  g_last_waiter.store(wait);
+  std::this_thread::sleep_for(count < 20 ? std::chrono::microseconds(100) : std::chrono::microseconds(1000));
+  return 1;
+}
+
+}  // namespace
+
+void Db::yield_to_waiting_writers(std::chrono::milliseconds max_wait) const {
+  using Clock = std::chrono::steady_clock;
+  const auto deadline = Clock::now() + max_wait;
+  for (auto now = Clock::now(); now < deadline; now = Clock::now()) {
+    const Clock::time_point last{Clock::duration(g_last_wait.load())};
+    if (g_last_waiter.load() == busy_.get() || now - last > kWaitSignal) return;
+    std::this_thread::sleep_for(std::chrono::microseconds(100));
+  }
 }
 
 Result<Db> Db::open(const std::string& path, Mode mode, int busy_timeout_ms) {
@@ -63,7 +106,8 @@ Result<Db> Db::open(const std::string& path, Mode mode, int busy_timeout_ms) {
     return sqlite_status(rc, "database " + path, detail);
   }
   sqlite3_extended_result_codes(db.db_, 1);
-  sqlite3_busy_timeout(db.db_, busy_timeout_ms);
+  db.busy_ = std::make_unique<BusyWait>(BusyWait{std::chrono::milliseconds(std::max(0, busy_timeout_ms)), {}});
+  sqlite3_busy_handler(db.db_, busy_handler, db.busy_.get());
   return db;
 }
 

@@ -9,8 +9,10 @@
 
 #include "base/status.h"
 
+#include <chrono>
 #include <cstddef>
 #include <cstdint>
+#include <memory>
 #include <span>
 #include <string>
 #include <string_view>
@@ -55,9 +57,17 @@ class Db {
   // The Status for the connection's most recent failure, with `what` as context.
   Status error(int code, std::string_view what) const;
 
+  // Waits (up to max_wait) while another connection of this process waits for the write lock. A
+  // writer that commits many short transactions in a row calls it before each, so that the others
+  // get the lock in between: SQLite's busy handler only polls, and would mostly find it taken.
+  void yield_to_waiting_writers(std::chrono::milliseconds max_wait) const;
+
+  struct BusyWait;  // the busy handler's state (on the heap: a Db moves)
+
  private:
   sqlite3* db_ = nullptr;
   std::string path_;
+  std::unique_ptr<BusyWait> busy_;
 };
 
 class Statement {

@@ -513,7 +513,8 @@ Result<SessionInfo> SessionStore::fork_session(std::string_view source_id, std::
                                "first_token, n_tokens, created_at, token_ids FROM messages WHERE session_id = ?"));
   HIPPO_RETURN_IF_ERROR(note_failure(messages.bind(1, std::string_view(id)).bind(2, source_id).run().with_context(context)));
 
-  HIPPO_ASSIGN_OR_RETURN(Statement latest, Statement::prepare(*db_, "SELECT max(id) FROM snapshots WHERE session_id = ?"));
+  HIPPO_ASSIGN_OR_RETURN(Statement latest, Statement::prepare(*db_, "SELECT max(id) FROM snapshots WHERE session_id = ? "
+                                                                    "AND complete = 1"));
   latest.bind(1, source_id);
   HIPPO_ASSIGN_OR_RETURN(bool row, latest.step());
   if (row && !latest.column_is_null(0)) {

@@ -4,9 +4,13 @@
 // bytes mean is the engine's business, told to us only through the model fingerprint.
 //
 // Durability invariants (the code refers to them as "keeps (n)"):
-//   (1) One transaction per snapshot: its row, its stream rows, its chunk rows and its chunk map
-//       commit together or not at all. A process killed at any moment leaves the previous
-//       snapshot intact and restorable (tests/storage/crash_test.cpp kills writers to prove it).
+//   (1) A snapshot becomes visible in one transaction, all of it or nothing. It is written in
+//       short transactions (its row marked incomplete, then its chunks a few MB at a time, then
+//       the frontier and the mark that completes it), so the one SQLite writer lock is never
+//       held for long and other connections' writes (the conversation log) slip in between.
+//       Readers see complete snapshots only. A process killed at any moment leaves the previous
+//       snapshot intact and restorable (tests/storage/crash_test.cpp kills writers to prove it);
+//       the incomplete one is removed by the session's next snapshot.
 //   (2) Chunks are immutable once written and may be shared by several snapshots and sessions
 //       (incremental snapshots, forks). A chunk is deleted only when no snapshot references it.
 //   (3) A snapshot reuses a previous chunk only if the caller's bytes for that entry range still
@@ -58,6 +62,7 @@
 namespace hippo::storage {
 
 class Db;
+class Transaction;
 class WorkerPool;
 struct ChunkSweep;
 
@@ -358,9 +363,16 @@ class SessionStore {
   WorkerPool& pool();
   Result<SessionInfo> get_session_locked(std::string_view id);
   Result<SnapshotWriteStats> write_snapshot_locked(const SnapshotRequest& request);
+  Status write_snapshot_content(const SnapshotRequest& request, const std::optional<SnapshotInfo>& previous,
+                                SnapshotWriteStats& stats);
+  Status commit_or_fail_closed(Transaction& tx);
   // Reads, decodes and checks every chunk of one snapshot (snapshot_read.cpp).
   Status sweep_chunks(const SnapshotInfo& snapshot, ChunkSweep& sweep);
+  // The session's complete snapshots beyond keep_snapshots, the newest kept.
   Status prune_snapshots(std::string_view session_id);
+  Status remove_incomplete_snapshots(std::string_view session_id);
+  // Deletes the snapshots and the chunks no other snapshot references (2); inside a transaction.
+  Status remove_snapshots(std::span<const std::int64_t> ids);
 
   std::mutex mutex_;
   std::unique_ptr<Db> db_;

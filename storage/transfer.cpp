@@ -65,7 +65,7 @@ Status copy_session(Db& db, std::string_view from, std::string_view to, std::str
   HIPPO_RETURN_IF_ERROR(messages.bind(1, new_id).bind(2, source_id).run().with_context(context));
 
   HIPPO_ASSIGN_OR_RETURN(Statement latest, Statement::prepare(db, fmt::format("SELECT max(id) FROM {}.snapshots WHERE "
-                                                                              "session_id = ?",
+                                                                              "session_id = ? AND complete = 1",
                                                                               from)));
   latest.bind(1, source_id);
   HIPPO_ASSIGN_OR_RETURN(bool row, latest.step());

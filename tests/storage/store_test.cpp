@@ -8,7 +8,10 @@
 
 #include <catch2/catch.hpp>
 
+#include <algorithm>
+#include <atomic>
 #include <fstream>
+#include <thread>
 #include <iterator>
 
 using namespace hippo;
@@ -228,7 +231,7 @@ TEST_CASE("a version-2 database gets tenant limits and session kinds and keeps i
     REQUIRE(db->exec("DROP INDEX sessions_by_tenant; ALTER TABLE tenants DROP COLUMN max_sessions; ALTER TABLE "
                      "tenants DROP COLUMN tokens_per_minute; ALTER TABLE tenants DROP COLUMN max_prompt_tokens; "
                      "ALTER TABLE sessions DROP COLUMN kind; DROP INDEX sessions_by_prefix_key; ALTER TABLE sessions DROP "
-                     "COLUMN prefix_key; DROP TABLE responses; UPDATE meta SET value = '2' WHERE key = "
+                     "COLUMN prefix_key; DROP TABLE responses; ALTER TABLE snapshots DROP COLUMN complete; UPDATE meta SET value = '2' WHERE key = "
                      "'format_version'").ok());
   }
   {  // a read-only open cannot migrate: a clear error, nothing changed
@@ -236,10 +239,10 @@ TEST_CASE("a version-2 database gets tenant limits and session kinds and keeps i
     read_only.read_only = true;
     auto refused = SessionStore::open(path, read_only);
     CHECK(refused.status().code() == ErrorCode::kFailedPrecondition);
-    CHECK_THAT(refused.status().message(), Catch::Contains("needs migrating to 5"));
+    CHECK_THAT(refused.status().message(), Catch::Contains("needs migrating to 6"));
   }
   auto store = open_store(path);
-  CHECK(count_rows(path, "SELECT value FROM meta WHERE key = 'format_version'") == 5);
+  CHECK(count_rows(path, "SELECT value FROM meta WHERE key = 'format_version'") == 6);
   CHECK(count_rows(path, "SELECT count(*) FROM sessions WHERE kind = 'agent'") == 1);  // what existed is kept
   CHECK(count_rows(path, "SELECT count(*) FROM sqlite_schema WHERE name = 'sessions_by_tenant'") == 1);
   CHECK(store->tenant_for_api_key(key).value() == std::optional<std::int64_t>(tenant));
@@ -356,6 +359,75 @@ TEST_CASE("old snapshots are pruned to keep_snapshots and their private chunks d
   auto restored = restore_into_vectors(*store, (*snapshots)[1]);
   REQUIRE(restored.ok());
   CHECK(restored->streams.at("kv.layer20") == TestState(default_shapes(), 15'000).streams().at("kv.layer20"));
+}
+
+TEST_CASE("an incomplete snapshot is never read and goes with the session's next snapshot", "[storage][snapshot]") {
+  TempDir dir;
+  const std::string path = dir.file("hippo.db");
+  auto store = open_store(path);
+  make_session(*store, "s1");
+  const TestState first(default_shapes(), 10'000);
+  REQUIRE(store->write_snapshot(first.request("s1")).ok());
+  {  // what a writer killed between its chunk transactions leaves: a row marked incomplete, mapped chunks
+    auto db = Db::open(path, Db::Mode::kReadWrite, 1000);
+    REQUIRE(db.ok());
+    REQUIRE(db->exec("INSERT INTO snapshots(session_id, n_tokens, fingerprint, frontier, frontier_codec, "
+                     "frontier_raw_bytes, frontier_checksum, created_at, complete) SELECT session_id, 99999, "
+                     "fingerprint, x'', 0, 0, 0, created_at, 0 FROM snapshots; "
+                     "INSERT INTO kv_chunks(origin_session, stream, first_entry, n_entries, entry_bytes, filter, codec, "
+                     "raw_bytes, stored_bytes, checksum, blob) VALUES ('s1', 'kv.layer2', 0, 1, 4, 0, 0, 4, 4, 0, x'00000000'); "
+                     "INSERT INTO snapshot_chunks(snapshot_id, stream_index, seq, chunk_id) SELECT max(id), 0, 0, "
+                     "(SELECT max(id) FROM kv_chunks) FROM snapshots").ok());
+  }
+  CHECK(store->list_snapshots("s1")->size() == 1);
+  CHECK(store->latest_snapshot("s1").value()->n_tokens == 10'000);
+  require_restores_to(*store, "s1", first);
+  CHECK(store->gc()->chunks_removed == 0);  // its map keeps its chunks from gc
+  auto fork = store->fork_session("s1", "f1");
+  REQUIRE(fork.ok());
+  CHECK(store->latest_snapshot("f1").value()->n_tokens == 10'000);
+
+  const TestState second(default_shapes(), 12'000);
+  REQUIRE(store->write_snapshot(second.request("s1")).ok());
+  CHECK(count_rows(path, "SELECT count(*) FROM snapshots WHERE complete = 0") == 0);
+  CHECK(count_rows(path, "SELECT count(*) FROM kv_chunks WHERE id NOT IN (SELECT chunk_id FROM snapshot_chunks)") == 0);
+  require_restores_to(*store, "s1", second);
+}
+
+TEST_CASE("a large snapshot lets another connection's log writes through between its chunks", "[storage][snapshot]") {
+  TempDir dir;
+  const std::string path = dir.file("hippo.db");
+  auto store = open_store(path);
+  make_session(*store, "big");
+  make_session(*store, "chat");
+  const TestState state(default_shapes(), 120'000);  // 56 MB: 14 chunks of 4 MiB
+  auto log_store = open_store(path);
+  std::atomic<bool> writing{true};
+  std::atomic<int> appended_during{0};
+  double snapshot_ms = 0;
+  std::thread writer([&] {
+    const auto start = std::chrono::steady_clock::now();
+    CHECK(store->write_snapshot(state.request("big")).ok());
+    snapshot_ms = std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - start).count();
+    writing = false;
+  });
+  std::vector<double> waits_ms;
+  while (writing) {
+    MessageRecord row;
+    row.role = "user";
+    row.content = "hello";
+    const auto start = std::chrono::steady_clock::now();
+    REQUIRE(log_store->append_message("chat", row).ok());
+    waits_ms.push_back(std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - start).count());
+    if (writing) ++appended_during;
+  }
+  writer.join();
+  const double slowest_ms = *std::max_element(waits_ms.begin(), waits_ms.end());
+  INFO("log writes during the " << snapshot_ms << " ms snapshot: " << appended_during << ", slowest " << slowest_ms << " ms");
+  // One transaction for the whole snapshot would let none through, and hold the first for all of it.
+  CHECK(appended_during >= 5);
+  CHECK(slowest_ms < snapshot_ms / 2);
+  require_restores_to(*store, "big", state);
 }
 
 TEST_CASE("fingerprints: a snapshot of another model is refused on write and on restore", "[storage][snapshot]") {
