@@ -7,9 +7,11 @@
 #include "agents/response_job.h"
 #include "engine/model/session_state.h"
 #include "engine/tokenizer/chat_encoding.h"
+#include "storage/store.h"
 
 #include <chrono>
 #include <cstdint>
+#include <future>
 #include <memory>
 #include <optional>
 #include <string>
@@ -31,6 +33,16 @@ inline constexpr std::string_view kRoleUser = "user";
 inline constexpr std::string_view kRoleTool = "tool";
 inline constexpr std::string_view kRoleAssistantInput = "assistant_input";
 
+// A snapshot of the session being written by the runtime's snapshot writer, off the engine thread.
+// The writer co-owns the state and reads its bytes meanwhile, so nothing may change the state
+// until it is written: the session's next response is admitted only then.
+struct SnapshotInFlight {
+  std::future<Result<storage::SnapshotWriteStats>> written;
+  int64_t n_tokens = 0;
+  std::chrono::steady_clock::time_point started{};
+  bool then_free = false;  // a swap-out: the state is dropped once written, unless used again first
+};
+
 struct AgentSession {
   AgentSession(std::string session_id, SessionSettings session_settings, tokenizer::ChatEncoder chat_encoder)
       : id(std::move(session_id)), settings(std::move(session_settings)), encoder(std::move(chat_encoder)) {}
@@ -44,7 +56,8 @@ struct AgentSession {
   SessionSettings settings;
   SessionStatus status = SessionStatus::kReady;
   tokenizer::ChatEncoder encoder;
-  std::optional<engine::SessionState> state;  // absent: swapped out (or not loaded since start)
+  std::shared_ptr<engine::SessionState> state;  // absent: swapped out (or not loaded since start)
+  std::optional<SnapshotInFlight> snapshot;     // being written
   int64_t stored_tokens = 0;                  // tokens of the state when it is not resident
   std::vector<int32_t> pending;               // rendered ids not yet prefilled
   std::vector<tokenizer::Message> inputs;     // appended, rendered at the next response

@@ -5,6 +5,7 @@
 #include "base/log.h"
 #include "engine/model/model.h"
 #include "engine/tokenizer/tokenizer.h"
+#include "storage/kv_snapshot_writer.h"
 #include "storage/store.h"
 
 #include <boost/json.hpp>
@@ -116,8 +117,9 @@ Result<InputItem> assistant_input_from_row(const storage::MessageRecord& row) {
 class AgentRuntime::Engine {
  public:
   Engine(engine::Model& model, const tokenizer::Tokenizer& tokenizer, RuntimeOptions options,
-         std::unique_ptr<storage::SessionStore> store)
-      : model_(model), tokenizer_(tokenizer), options_(std::move(options)), store_(std::move(store)) {
+         std::unique_ptr<storage::SessionStore> store, std::unique_ptr<storage::KvSnapshotWriter> writer)
+      : model_(model), tokenizer_(tokenizer), options_(std::move(options)), store_(std::move(store)),
+        writer_(std::move(writer)) {
     empty_state_bytes_ = model_.new_session().memory_bytes();
     if (options_.max_context_tokens <= 0 || options_.max_context_tokens > model_.text().max_position_embeddings)
       options_.max_context_tokens = model_.text().max_position_embeddings;
@@ -440,6 +442,7 @@ class AgentRuntime::Engine {
   Result<std::vector<float>> next_logits(const std::string& id) {
     HIPPO_ASSIGN_OR_RETURN(AgentSession * s, find(id));
     if (s->job) return Status(ErrorCode::kFailedPrecondition, fmt::format("session {}: a response is in progress", id));
+    HIPPO_RETURN_IF_ERROR(settle_snapshot(*s));  // the prefill below changes the state
     HIPPO_RETURN_IF_ERROR(make_resident(*s));
     if (!s->pending.empty()) {  // fed now rather than with the next input: the same state either way
       HIPPO_RETURN_IF_ERROR(model_.prefill(*s->state, s->pending));
@@ -501,23 +504,35 @@ class AgentRuntime::Engine {
     for (;;) {
       std::deque<std::function<void()>> commands;
       if (Clock::now() >= next_retention_) apply_retention();
+      bool written = false;
       {
         std::unique_lock lock(mutex_);
-        const bool idle = commands_.empty() && queue_.empty() && running_.empty();
+        // Work: commands, running responses, queued ones that may be admitted now, and written
+        // snapshots to take note of (they may let queued responses in).
+        auto has_work = [&] {
+          return stopping_ || snapshot_written_ || !commands_.empty() || !running_.empty() ||
+                 (!queue_.empty() && !admission_waits_);
+        };
+        const bool idle = !has_work();
         if (idle) working_.store(false);
-        wake_.wait_until(lock, next_retention_,
-                         [&] { return stopping_ || !commands_.empty() || !queue_.empty() || !running_.empty(); });
+        wake_.wait_until(lock, next_retention_, has_work);
         if (idle) note_progress();
         working_.store(true);
         commands.swap(commands_);
+        written = snapshot_written_;
         if (stopping_ && commands.empty()) break;
+      }
+      if (written) {
+        reap_snapshots();
+        admission_waits_ = false;
       }
       for (auto& command : commands) {
         command();
         settle_sessions();
         note_progress();
+        admission_waits_ = false;  // a new request may be admitted where the waiting ones are not
       }
-      if (!queue_.empty() || !running_.empty()) {
+      if (!running_.empty() || (!queue_.empty() && !admission_waits_)) {
         step();
         settle_sessions();
         note_progress();
@@ -724,37 +739,49 @@ class AgentRuntime::Engine {
   }
 
   // Admits queued responses in order while memory allows: resident state plus every running
-  // response's reservation stays within the budget.
+  // response's reservation stays within the budget. A response whose session's snapshot is being
+  // written waits for it (without holding up the others); all wait while swap-outs that make room
+  // are written (admission_waits_ until one is).
   void admit() {
-    while (!queue_.empty() && static_cast<int64_t>(running_.size()) < options_.max_batch_sessions) {
-      AgentSession& s = *queue_.front();
+    admission_waits_ = false;
+    for (size_t i = 0; i < queue_.size() && static_cast<int64_t>(running_.size()) < options_.max_batch_sessions;) {
+      AgentSession& s = *queue_[i];
+      if (s.snapshot) {
+        s.snapshot->then_free = false;  // used again: the state stays
+        admission_waits_ = true;
+        ++i;
+        continue;
+      }
       const int64_t grow = static_cast<int64_t>(s.pending.size()) + s.job->options().max_output_tokens;
       const uint64_t reserve =
           engine::SessionState::growth_bytes(model_.text(), grow) + engine::SessionState::logits_bytes(model_.text());
       const uint64_t resident = s.state ? 0 : restored_bytes(s);
       if (reserve + resident + (s.state ? s.state->memory_bytes() : 0) > options_.kv_memory_bytes) {
-        queue_.pop_front();
         fail(s, Status(ErrorCode::kResourceExhausted,
                        fmt::format("session {}: the response may need {} bytes of model state, more than the whole "
                                    "KV memory budget of {} bytes",
                                    s.id, reserve + resident, options_.kv_memory_bytes)));
-        continue;
+        continue;  // fail() took it off the queue
       }
-      if (!fit_budget(reserve + resident, &s).ok()) {
-        if (running_.empty()) {  // nothing will free memory by finishing: only idle sessions could
-          queue_.pop_front();
-          fail(s, Status(ErrorCode::kResourceExhausted,
-                         fmt::format("session {}: not enough KV memory for the response", s.id)));
+      Status fits = fit_budget(reserve + resident, &s);
+      if (fits.code() == ErrorCode::kUnavailable) {
+        admission_waits_ = true;
+        return;
+      }
+      if (!fits.ok()) {
+        if (running_.empty() && writing_.empty()) {  // nothing will free memory by finishing: only idle sessions could
+          fail(s, Status(ErrorCode::kResourceExhausted, fmt::format("session {}: not enough KV memory for the response", s.id)));
           continue;
         }
-        return;  // wait for running responses to finish
+        admission_waits_ = running_.empty();
+        return;  // wait for running responses to finish, or snapshots to be written
       }
       Status st = make_resident(s);
-      queue_.pop_front();
       if (!st.ok()) {
         fail(s, st);
         continue;
       }
+      queue_.erase(queue_.begin() + static_cast<std::ptrdiff_t>(i));
       s.reserved_bytes = s.state->memory_bytes() + reserve;
       s.job_active = true;
       running_.push_back(&s);
@@ -775,26 +802,42 @@ class AgentRuntime::Engine {
 
   void note_commitment() { stats_.peak_committed_bytes = std::max(stats_.peak_committed_bytes, committed()); }
 
-  // Swaps out least-recently-used idle sessions until `extra` more bytes fit; `keep` stays.
-  Status fit_budget(uint64_t extra, const AgentSession* keep = nullptr) {
+  // Swaps out least-recently-used idle sessions until `extra` more bytes fit; `keep` stays. The
+  // swap-outs are written off the engine thread: while they are, kUnavailable (the bytes fit once
+  // they are written; with wait, the engine thread waits for them instead).
+  Status fit_budget(uint64_t extra, const AgentSession* keep = nullptr, bool wait = false) {
     uint64_t total = committed();
     if (total + extra <= options_.kv_memory_bytes) return Status::ok_status();
+    uint64_t freeing = 0;  // of swap-outs being written
     std::vector<AgentSession*> idle;
     const auto now = Clock::now();
     for (auto& [id, s] : sessions_) {
       if (!s->state || s->job_active || s.get() == keep) continue;  // a queued response's state can go
+      if (s->snapshot && s->snapshot->then_free) {
+        freeing += s->resident_bytes();
+        continue;
+      }
       if (s->status == SessionStatus::kAwaitingTool && now - s->awaiting_since < options_.tool_grace) continue;
       idle.push_back(s.get());
     }
     std::sort(idle.begin(), idle.end(), [](const AgentSession* a, const AgentSession* b) { return a->last_used < b->last_used; });
     for (AgentSession* s : idle) {
-      if (total + extra <= options_.kv_memory_bytes) break;
-      const uint64_t freed = s->resident_bytes();
-      HIPPO_RETURN_IF_ERROR(swap_out(*s));
-      total -= freed;
+      if (total - freeing + extra <= options_.kv_memory_bytes) break;
+      const uint64_t bytes = s->resident_bytes();
+      Status started = start_snapshot(*s, true);
+      if (!started.ok()) {
+        log::warn("swap-out not started", {{"session", s->id}, {"error", started.message()}});
+        break;
+      }
+      if (s->state) freeing += bytes; else total -= bytes;
     }
     if (total + extra <= options_.kv_memory_bytes) return Status::ok_status();
-    return Status(ErrorCode::kResourceExhausted, "KV memory budget");
+    if (freeing == 0 || total - freeing + extra > options_.kv_memory_bytes)
+      return Status(ErrorCode::kResourceExhausted, "KV memory budget");
+    if (!wait) return Status(ErrorCode::kUnavailable, "swap-outs being written");
+    reap_snapshots(true);
+    return committed() + extra <= options_.kv_memory_bytes ? Status::ok_status()
+                                                           : Status(ErrorCode::kResourceExhausted, "KV memory budget");
   }
 
   // Ends the session's response: the ids that close the turn go to pending (they are prefilled
@@ -871,9 +914,11 @@ class AgentRuntime::Engine {
     remove_job(s);
     const std::unique_ptr<ResponseJob> ended = std::move(s.job);
     ended->emit(done);
-    if (logged.ok() && s.state && Clock::now() - s.snapshot_time >= options_.snapshot_interval) {
-      Status st = snapshot(s);
-      if (!st.ok()) log::warn("periodic snapshot failed", {{"session", s.id}, {"error", st.message()}});
+    // Written off the engine thread; a completion session given up is not worth it.
+    const bool kept = !s.completion || s.keyed;
+    if (logged.ok() && kept && s.state && Clock::now() - s.snapshot_time >= options_.snapshot_interval) {
+      Status st = start_snapshot(s, false);
+      if (!st.ok()) log::warn("periodic snapshot not started", {{"session", s.id}, {"error", st.message()}});
     }
   }
 
@@ -931,9 +976,19 @@ class AgentRuntime::Engine {
 
   // --- residency ---
 
-  Status snapshot(AgentSession& s) {
+  // Starts writing the session's state off the engine thread (SnapshotInFlight); then_free: a
+  // swap-out, the state is dropped once written. Nothing to write (no state, or the latest snapshot
+  // holds it): done now. The writer's queue full: kResourceExhausted, nothing started.
+  Status start_snapshot(AgentSession& s, bool then_free) {
     if (!s.state) return Status::ok_status();  // its latest snapshot is its state
-    if (s.snapshot_tokens == s.state->n_tokens()) return Status::ok_status();
+    if (s.snapshot) {
+      s.snapshot->then_free = s.snapshot->then_free || then_free;
+      return Status::ok_status();
+    }
+    if (s.snapshot_tokens == s.state->n_tokens()) {
+      if (then_free) free_state(s);
+      return Status::ok_status();
+    }
     storage::SnapshotRequest request;
     request.session_id = s.id;
     request.fingerprint = model_.fingerprint();
@@ -942,24 +997,78 @@ class AgentRuntime::Engine {
     for (const engine::StateStream& stream : s.state->streams()) {
       request.streams.push_back({stream.name, stream.entry_bytes, storage::Filter::kBytePlane, stream.bytes});
     }
-    const auto started = Clock::now();
-    Result<storage::SnapshotWriteStats> written = store_->write_snapshot(request);
-    HIPPO_RETURN_IF_ERROR(written.status().with_context("snapshot of session " + s.id));
-    stats_.snapshot_seconds += seconds_between(started, Clock::now());
-    stats_.snapshot_bytes_written += written->written_stored_bytes;
-    s.snapshot_tokens = s.state->n_tokens();
-    s.snapshot_time = Clock::now();
-    ++stats_.snapshots;
+    request.owner = s.state;
+    HIPPO_ASSIGN_OR_RETURN(auto written, writer_->submit(std::move(request), [this](const auto&) { note_written(); }));
+    s.snapshot = SnapshotInFlight{std::move(written), s.state->n_tokens(), Clock::now(), then_free};
+    writing_.push_back(s.id);
     return Status::ok_status();
   }
 
-  Status swap_out(AgentSession& s) {
-    if (!s.state) return Status::ok_status();
-    HIPPO_RETURN_IF_ERROR(snapshot(s));
+  // Writer thread: a snapshot is written; the engine thread takes note in reap_snapshots().
+  void note_written() {
+    {
+      std::lock_guard lock(mutex_);
+      snapshot_written_ = true;
+    }
+    wake_.notify_all();
+  }
+
+  // Takes note of the snapshots written since the last call (all of them, waiting, with wait_all).
+  void reap_snapshots(bool wait_all = false) {
+    {
+      std::lock_guard lock(mutex_);
+      snapshot_written_ = false;
+    }
+    std::erase_if(writing_, [&](const std::string& id) {
+      auto it = sessions_.find(id);
+      if (it == sessions_.end() || !it->second->snapshot) return true;  // closed meanwhile: nobody to tell
+      AgentSession& s = *it->second;
+      if (!wait_all && s.snapshot->written.wait_for(std::chrono::seconds(0)) != std::future_status::ready) return false;
+      (void)settle_snapshot(s);
+      return true;
+    });
+  }
+
+  // Waits for the session's snapshot in flight, if any, and applies its outcome (the error when it
+  // failed; a swap-out then keeps the state).
+  Status settle_snapshot(AgentSession& s) {
+    if (!s.snapshot) return Status::ok_status();
+    SnapshotInFlight done = std::move(*s.snapshot);
+    s.snapshot.reset();
+    Result<storage::SnapshotWriteStats> written = done.written.get();
+    if (!written.ok()) {
+      log::warn("snapshot failed", {{"session", s.id}, {"error", written.status().message()}});
+      return written.status().with_context("snapshot of session " + s.id);
+    }
+    stats_.snapshot_seconds += seconds_between(done.started, Clock::now());
+    stats_.snapshot_bytes_written += written->written_stored_bytes;
+    ++stats_.snapshots;
+    s.snapshot_tokens = done.n_tokens;
+    s.snapshot_time = Clock::now();
+    if (done.then_free && !s.job_active) free_state(s);
+    return Status::ok_status();
+  }
+
+  // Drops the state its latest snapshot holds.
+  void free_state(AgentSession& s) {
     s.stored_tokens = s.state->n_tokens();
     s.state.reset();
     ++stats_.swap_outs;
-    return store_->set_session_status(s.id, status_name(SessionStatus::kSwapped));
+    Status st = store_->set_session_status(s.id, status_name(SessionStatus::kSwapped));
+    if (!st.ok()) log::warn("session status not stored", {{"session", s.id}, {"error", st.message()}});
+  }
+
+  // The session's state snapshotted now, durable when it returns (the engine thread waits).
+  Status snapshot(AgentSession& s) {
+    HIPPO_RETURN_IF_ERROR(settle_snapshot(s));
+    HIPPO_RETURN_IF_ERROR(start_snapshot(s, false));
+    return settle_snapshot(s);
+  }
+
+  Status swap_out(AgentSession& s) {
+    HIPPO_RETURN_IF_ERROR(snapshot(s));
+    if (s.state) free_state(s);
+    return Status::ok_status();
   }
 
   // An upper bound of a swapped session's state once restored (a snapshot may hold logits).
@@ -971,18 +1080,21 @@ class AgentRuntime::Engine {
   // Brings the session's model state back: its latest snapshot's bytes, checked; when that
   // snapshot is missing, corrupt or of another model, the whole log is prefilled again.
   Status make_resident(AgentSession& s) {
-    if (s.state) return Status::ok_status();
-    HIPPO_RETURN_IF_ERROR(fit_budget(restored_bytes(s), &s));
+    if (s.state) {
+      if (s.snapshot) s.snapshot->then_free = false;  // used again: the state stays
+      return Status::ok_status();
+    }
+    HIPPO_RETURN_IF_ERROR(fit_budget(restored_bytes(s), &s, true));
     s.last_used = ++clock_;
     if (s.stored_tokens == 0 && !s.needs_rebuild) {  // nothing computed yet
-      s.state = model_.new_session();
+      s.state = std::make_shared<engine::SessionState>(model_.new_session());
       return Status::ok_status();
     }
     const auto started = Clock::now();
     Result<engine::SessionState> restored =
         s.needs_rebuild ? Status(ErrorCode::kCorrupt, "its snapshot is ahead of its log") : restore(s);
     if (restored.ok()) {
-      s.state = std::move(*restored);
+      s.state = std::make_shared<engine::SessionState>(std::move(*restored));
       ++stats_.resumes;
       stats_.resume_seconds += seconds_between(started, Clock::now());
     } else {
@@ -991,7 +1103,7 @@ class AgentRuntime::Engine {
       ++stats_.rebuilds;
       // The log holds every id of the session, the pending ones last.
       HIPPO_ASSIGN_OR_RETURN(s.pending, log_ids(s.id));
-      s.state = model_.new_session();
+      s.state = std::make_shared<engine::SessionState>(model_.new_session());
       s.snapshot_tokens = -1;
     }
     s.needs_rebuild = false;
@@ -1160,6 +1272,8 @@ class AgentRuntime::Engine {
   uint64_t empty_state_bytes_ = 0;
 
   std::map<std::string, std::unique_ptr<AgentSession>> sessions_;
+  std::vector<std::string> writing_;    // sessions with a snapshot in flight
+  bool admission_waits_ = false;        // queued responses wait for snapshots in flight (admit())
   std::vector<std::string> closing_;    // completion sessions to close once the current work is done
   std::vector<std::string> unloading_;  // sessions to drop from memory (a turn not logged)
   std::deque<AgentSession*> queue_;     // responses waiting for admission
@@ -1178,16 +1292,27 @@ class AgentRuntime::Engine {
   std::mutex mutex_;
   std::condition_variable wake_;
   std::deque<std::function<void()>> commands_;
+  bool snapshot_written_ = false;  // set by the writer thread (note_written)
   bool stopping_ = false;
   bool stopped_ = false;
   std::thread thread_;
+  // Declared last: destroyed first, once the engine thread has stopped; it writes what is queued
+  // and tells note_written(), whose mutex and condition are still there.
+  std::unique_ptr<storage::KvSnapshotWriter> writer_;
 };
 
 Result<std::unique_ptr<AgentRuntime>> AgentRuntime::open(engine::Model& model, const tokenizer::Tokenizer& tokenizer,
                                                          const RuntimeOptions& options) {
-  HIPPO_ASSIGN_OR_RETURN(std::unique_ptr<storage::SessionStore> store, storage::SessionStore::open(options.db_path));
+  // The engine thread's connection never checkpoints the WAL (a commit of the conversation log would
+  // copy the WAL into the database file, hundreds of MB after a long session's snapshot): the
+  // snapshot writer's thread does it.
+  storage::StoreOptions engine_store;
+  engine_store.auto_checkpoint = false;
+  HIPPO_ASSIGN_OR_RETURN(std::unique_ptr<storage::SessionStore> store,
+                         storage::SessionStore::open(options.db_path, engine_store));
+  HIPPO_ASSIGN_OR_RETURN(std::unique_ptr<storage::KvSnapshotWriter> writer, storage::KvSnapshotWriter::open(options.db_path));
   return std::unique_ptr<AgentRuntime>(
-      new AgentRuntime(std::make_unique<Engine>(model, tokenizer, options, std::move(store))));
+      new AgentRuntime(std::make_unique<Engine>(model, tokenizer, options, std::move(store), std::move(writer))));
 }
 
 AgentRuntime::AgentRuntime(std::unique_ptr<Engine> engine) : engine_(std::move(engine)) {}

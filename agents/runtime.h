@@ -11,6 +11,11 @@
 //               are snapshotted (incrementally) into SQLite and freed; sessions awaiting a tool
 //               result are kept for tool_grace first. A swapped session's next response restores
 //               its bytes, with no prefill.
+//   snapshots   are written by storage's KvSnapshotWriter thread, not the engine thread, which
+//               steps the other sessions meanwhile: a response waits only for the swap-outs that
+//               make room for it, or for its own session's snapshot (the writer reads the state's
+//               bytes, so nothing changes them until it is done). The writer also checkpoints the
+//               WAL; the engine thread's connection never does.
 //   durability  the conversation log is written as it happens; a session's state is snapshotted
 //               after a response once snapshot_interval has passed, on swap-out and at shutdown.
 //               After a crash a session resumes from its latest snapshot plus the ids its log has
@@ -97,9 +102,10 @@ class AgentRuntime {
                                                        std::vector<InputItem> items, ResponseOptions options,
                                                        EventSink sink);
   Status cancel(const std::string& session_id);
-  // Snapshots the session now (durable when it returns).
+  // Snapshots the session now (durable when it returns; the engine thread waits for it).
   Status snapshot(const std::string& session_id);
-  // Snapshots and frees the session's model state (for tests and the admin API).
+  // Snapshots and frees the session's model state (for tests and the admin API; the engine thread
+  // waits for it, unlike the swap-outs of the memory manager).
   Status swap_out(const std::string& session_id);
   Status close_session(const std::string& session_id);
   // A new session of the same tenant with an exact copy of the source's conversation and model

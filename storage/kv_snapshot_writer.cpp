@@ -3,6 +3,8 @@
 
 #include "base/log.h"
 
+#include <pthread.h>
+
 namespace hippo::storage {
 
 Result<std::unique_ptr<KvSnapshotWriter>> KvSnapshotWriter::open(const std::string& path, const StoreOptions& options) {
@@ -25,14 +27,15 @@ KvSnapshotWriter::~KvSnapshotWriter() {
   thread_.join();
 }
 
-Result<std::future<Result<SnapshotWriteStats>>> KvSnapshotWriter::submit(SnapshotRequest request) {
+Result<std::future<Result<SnapshotWriteStats>>> KvSnapshotWriter::submit(SnapshotRequest request,
+                                                                         WrittenFn on_written) {
   std::future<Result<SnapshotWriteStats>> future;
   {
     std::lock_guard lock(mutex_);
     if (queue_.size() >= kMaxQueuedSnapshots)
       return make_error(ErrorCode::kResourceExhausted, "session {}: {} snapshots already queued; the disk is behind",
                         request.session_id, queue_.size());
-    queue_.push_back(Job{std::move(request), {}});
+    queue_.push_back(Job{std::move(request), {}, std::move(on_written)});
     future = queue_.back().done.get_future();
   }
   ready_.notify_one();
@@ -40,18 +43,33 @@ Result<std::future<Result<SnapshotWriteStats>>> KvSnapshotWriter::submit(Snapsho
 }
 
 void KvSnapshotWriter::run() {
+  pthread_setname_np(pthread_self(), kThreadName);
+  auto checkpoint = [this] {
+    Status checkpointed = store_->checkpoint();
+    if (!checkpointed.ok()) log::warn("checkpoint failed", {{"db", store_->path()}, {"error", checkpointed.message()}});
+  };
   for (;;) {
     Job job;
     {
       std::unique_lock lock(mutex_);
-      ready_.wait(lock, [this] { return stopping_ || !queue_.empty(); });
+      if (!ready_.wait_for(lock, kCheckpointInterval, [this] { return stopping_ || !queue_.empty(); })) {
+        lock.unlock();
+        checkpoint();  // idle: what the other connections committed since
+        continue;
+      }
       if (queue_.empty()) return;  // stopping, and the queue is written out
       job = std::move(queue_.front());
       queue_.pop_front();
     }
-    job.done.set_value(store_->write_snapshot(job.request));
-    Status checkpointed = store_->checkpoint();
-    if (!checkpointed.ok()) log::warn("checkpoint failed", {{"db", store_->path()}, {"error", checkpointed.message()}});
+    Result<SnapshotWriteStats> written = store_->write_snapshot(job.request);
+    job.request = {};  // the owner's bytes are released before anyone hears of the outcome
+    if (job.on_written) {
+      job.done.set_value(written);
+      job.on_written(written);
+    } else {
+      job.done.set_value(std::move(written));
+    }
+    checkpoint();
   }
 }
 

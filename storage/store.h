@@ -162,6 +162,7 @@ struct SnapshotRequest {
   std::int64_t n_tokens = 0;
   std::vector<std::byte> frontier;
   std::vector<StreamData> streams;
+  std::shared_ptr<const void> owner;  // keeps the streams' bytes alive (KvSnapshotWriter holds it)
 };
 
 struct StreamInfo {

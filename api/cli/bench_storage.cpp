@@ -79,7 +79,7 @@ void remove_db(const std::string& path) {
 }
 
 storage::SnapshotRequest make_request(const SyntheticKvState& state, std::int64_t n_tokens) {
-  storage::SnapshotRequest request{"bench", "synthetic:small-fullkv:890", n_tokens, state.frontier, {}};
+  storage::SnapshotRequest request{"bench", "synthetic:small-fullkv:890", n_tokens, state.frontier, {}, {}};
   for (const auto& s : state.streams)
     request.streams.push_back({s.name, s.entry_bytes, storage::Filter::kBytePlane, s.prefix(n_tokens)});
   return request;

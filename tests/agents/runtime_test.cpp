@@ -8,15 +8,18 @@
 #include "engine/tokenizer/dsml_syntax.h"
 #include "engine/tokenizer/tokenizer.h"
 #include "storage/sqlite.h"
+#include "storage/kv_snapshot_writer.h"
 #include "storage/store.h"
 #include "tests/agents/runtime_fixture.h"
 #include "tests/engine/test_paths.h"
+#include "tests/storage/faulting_vfs.h"
 
 #include <catch2/catch.hpp>
 
 #include <sys/wait.h>
 #include <unistd.h>
 
+#include <algorithm>
 #include <atomic>
 #include <condition_variable>
 #include <thread>
@@ -171,6 +174,82 @@ TEST_CASE("the KV memory budget is never exceeded; evicted sessions continue exa
   CHECK(stats.swap_outs >= 8);
   CHECK(stats.resumes >= 8);
   for (const std::string& id : ids) check_exact(*rt, db, id);
+}
+
+TEST_CASE("a snapshot is written off the engine thread: other sessions decode meanwhile, its own session waits",
+          "[agents]") {
+  storage::testing::FaultingVfs disk;  // installed before the runtime opens its connections
+  TempDir dir;
+  const std::string db = dir / "hippo.db";
+  RuntimeOptions options;
+  options.snapshot_interval = std::chrono::milliseconds(0);  // a snapshot after every response
+  auto rt = open_runtime(db, options);
+  const std::string a = *rt->create_session({});
+  const std::string b = *rt->create_session({});
+  REQUIRE(turn(*rt, a, "Hello", 3).kind == ResponseEvent::Kind::kCompleted);
+  auto wait_for_snapshots = [&](int64_t n) {
+    const auto deadline = std::chrono::steady_clock::now() + std::chrono::seconds(60);
+    while (rt->stats().snapshots < n && std::chrono::steady_clock::now() < deadline)
+      std::this_thread::sleep_for(std::chrono::milliseconds(1));
+    REQUIRE(rt->stats().snapshots >= n);
+  };
+  wait_for_snapshots(1);
+
+  // b decodes a long answer throughout; the time of each of its tokens is kept.
+  Collector decoding;
+  std::mutex times_mutex;
+  std::vector<std::chrono::steady_clock::time_point> times;
+  EventSink to_collector = decoding.sink();
+  auto timed = [&](const ResponseEvent& e) {
+    if (e.kind == ResponseEvent::Kind::kTextDelta) {
+      std::lock_guard lock(times_mutex);
+      times.push_back(std::chrono::steady_clock::now());
+    }
+    to_collector(e);
+  };
+  REQUIRE(rt->append_input(b, {{InputItem::Kind::kUserMessage, "Tell me a long story", ""}}).ok());
+  REQUIRE(rt->create_response(b, greedy(4000), timed).ok());
+  auto n_tokens = [&] {
+    std::lock_guard lock(times_mutex);
+    return times.size();
+  };
+  while (n_tokens() < 2) std::this_thread::sleep_for(std::chrono::milliseconds(1));
+
+  // From here on the snapshot writer's disk is slow: a's next snapshot takes a while.
+  disk.slow_writes(storage::kThreadName, std::chrono::milliseconds(40));
+  const RuntimeStats before = rt->stats();
+  REQUIRE(turn(*rt, a, "Again", 3).kind == ResponseEvent::Kind::kCompleted);  // its snapshot starts now
+  const auto started = std::chrono::steady_clock::now();
+  // b's tokens in the next 300 ms, with no other call to the runtime (a log write would wait for
+  // the snapshot's current chunk transaction: on this disk, hundreds of ms).
+  const auto window_end = started + std::chrono::milliseconds(300);
+  std::this_thread::sleep_until(window_end);
+  Collector next;  // a's next response waits for the snapshot, and is exact
+  REQUIRE(rt->append_input(a, {{InputItem::Kind::kUserMessage, "Once more", ""}}).ok());
+  REQUIRE(rt->create_response(a, greedy(3), next.sink()).ok());
+  wait_for_snapshots(before.snapshots + 1);
+  const auto written = std::chrono::steady_clock::now();
+  disk.slow_writes({}, {});
+  const double snapshot_s = rt->stats().snapshot_seconds - before.snapshot_seconds;
+  double longest_gap_s = 0;  // between b's tokens in the window
+  {
+    std::lock_guard lock(times_mutex);
+    for (size_t i = 1; i < times.size(); ++i) {
+      if (times[i] < started || times[i - 1] > window_end) continue;
+      longest_gap_s = std::max(longest_gap_s, std::chrono::duration<double>(times[i] - times[i - 1]).count());
+    }
+  }
+  INFO("a's snapshot took " << snapshot_s << " s; b's longest gap between tokens in the first 0.3 s " << longest_gap_s
+                            << " s");
+  CHECK(written > window_end);  // the slow disk at work: the window lies within the snapshot
+  // Written on the engine thread, the snapshot would have stopped b's decoding for all the window.
+  CHECK(longest_gap_s < 0.15);
+  CHECK(next.wait().kind == ResponseEvent::Kind::kCompleted);
+  REQUIRE(rt->cancel(b).ok());
+  decoding.wait();
+  REQUIRE(rt->swap_out(a).ok());
+  check_exact(*rt, db, a);
+  check_exact(*rt, db, b);
 }
 
 TEST_CASE("a response that cannot fit the budget at all fails clearly", "[agents]") {

@@ -4,13 +4,20 @@
 
 #include <sqlite3.h>
 
+#include <pthread.h>
+
 #include <cstring>
+#include <mutex>
+#include <thread>
 
 namespace hippo::storage::testing {
 namespace {
 
 std::atomic<long> g_countdown{0};
 std::atomic<bool> g_fired{false};
+std::mutex g_slow_mutex;
+std::string g_slow_thread;
+std::chrono::microseconds g_slow_delay{0};
 sqlite3_vfs* g_real = nullptr;
 sqlite3_vfs g_vfs;
 
@@ -39,8 +46,21 @@ int x_close(sqlite3_file* f) { return as_file(f)->real()->pMethods->xClose(as_fi
 int x_read(sqlite3_file* f, void* buf, int n, sqlite3_int64 off) {
   return as_file(f)->real()->pMethods->xRead(as_file(f)->real(), buf, n, off);
 }
+void maybe_slow_down() {
+  std::chrono::microseconds delay{0};
+  {
+    std::lock_guard lock(g_slow_mutex);
+    if (g_slow_thread.empty()) return;
+    char name[16] = {};
+    pthread_getname_np(pthread_self(), name, sizeof name);
+    if (g_slow_thread == name) delay = g_slow_delay;
+  }
+  std::this_thread::sleep_for(delay);
+}
+
 int x_write(sqlite3_file* f, const void* buf, int n, sqlite3_int64 off) {
   if (should_fail()) return SQLITE_IOERR_WRITE;
+  maybe_slow_down();
   return as_file(f)->real()->pMethods->xWrite(as_file(f)->real(), buf, n, off);
 }
 int x_truncate(sqlite3_file* f, sqlite3_int64 size) {
@@ -125,6 +145,7 @@ FaultingVfs::FaultingVfs() {
   g_vfs.xCurrentTimeInt64 = x_current_time64;
   g_countdown = 0;
   g_fired = false;
+  slow_writes({}, {});
   sqlite3_vfs_register(&g_vfs, 1);
 }
 
@@ -139,5 +160,11 @@ void FaultingVfs::fail_at(long n) {
 }
 
 bool FaultingVfs::fired() const { return g_fired; }
+
+void FaultingVfs::slow_writes(const std::string& thread_name, std::chrono::microseconds delay) {
+  std::lock_guard lock(g_slow_mutex);
+  g_slow_thread = thread_name;
+  g_slow_delay = delay;
+}
 
 }  // namespace hippo::storage::testing

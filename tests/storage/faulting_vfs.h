@@ -1,9 +1,12 @@
 // A SQLite VFS for fault tests: it wraps the default VFS and makes the Nth write (or sync) fail
-// with SQLITE_IOERR, the way a failing disk would. Installed as the default VFS while a
-// FaultingVfs object lives, so the real store code runs unchanged on top of it.
+// with SQLITE_IOERR, the way a failing disk would, or makes one thread's writes slow. Installed as
+// the default VFS while a FaultingVfs object lives, so the real store code runs unchanged on top
+// of it.
 #pragma once
 
 #include <atomic>
+#include <chrono>
+#include <string>
 
 namespace hippo::storage::testing {
 
@@ -18,6 +21,9 @@ class FaultingVfs {
   void fail_at(long n);
   // Whether the armed fault has fired.
   bool fired() const;
+  // Every write of threads named thread_name (pthread_setname_np) takes `delay` longer; an empty
+  // name: none.
+  void slow_writes(const std::string& thread_name, std::chrono::microseconds delay);
 };
 
 }  // namespace hippo::storage::testing

@@ -278,7 +278,7 @@ TEST_CASE("an empty state and an empty frontier are snapshots too", "[storage][s
   TempDir dir;
   auto store = open_store(dir.file("hippo.db"));
   make_session(*store, "s1");
-  SnapshotRequest request{"s1", std::string(kFingerprint), 0, {}, {}};
+  SnapshotRequest request{"s1", std::string(kFingerprint), 0, {}, {}, {}};
   std::vector<std::byte> none;
   request.streams.push_back({"token_ids", 4, Filter::kNone, none});
   REQUIRE(store->write_snapshot(request).ok());
@@ -450,7 +450,7 @@ TEST_CASE("bad snapshot requests and restore targets are clear errors", "[storag
   auto store = open_store(dir.file("hippo.db"));
   make_session(*store, "s1");
   std::vector<std::byte> bytes(10);
-  SnapshotRequest request{"s1", std::string(kFingerprint), 10, {}, {{"kv", 4, Filter::kNone, bytes}}};
+  SnapshotRequest request{"s1", std::string(kFingerprint), 10, {}, {{"kv", 4, Filter::kNone, bytes}}, {}};
   CHECK(store->write_snapshot(request).status().code() == ErrorCode::kInvalidArgument);  // 10 bytes, 4-byte entries
   request.streams = {{"kv", 5, Filter::kNone, bytes}, {"kv", 5, Filter::kNone, bytes}};
   CHECK(store->write_snapshot(request).status().code() == ErrorCode::kInvalidArgument);  // repeated name
