@@ -58,6 +58,7 @@ struct AgentSession {
   tokenizer::ChatEncoder encoder;
   std::shared_ptr<engine::SessionState> state;  // absent: swapped out (or not loaded since start)
   std::optional<SnapshotInFlight> snapshot;     // being written
+  std::chrono::steady_clock::time_point swap_failed_at{};  // its last swap-out failed then
   int64_t stored_tokens = 0;                  // tokens of the state when it is not resident
   std::vector<int32_t> pending;               // rendered ids not yet prefilled
   std::vector<tokenizer::Message> inputs;     // appended, rendered at the next response

@@ -770,7 +770,9 @@ class AgentRuntime::Engine {
       }
       if (!fits.ok()) {
         if (running_.empty() && writing_.empty()) {  // nothing will free memory by finishing: only idle sessions could
-          fail(s, Status(ErrorCode::kResourceExhausted, fmt::format("session {}: not enough KV memory for the response", s.id)));
+          std::string why = fmt::format("session {}: not enough KV memory for the response", s.id);
+          if (!swap_error_.ok()) why += fmt::format(" (the last swap-out failed: {})", swap_error_.message());
+          fail(s, Status(ErrorCode::kResourceExhausted, why));
           continue;
         }
         admission_waits_ = running_.empty();
@@ -818,6 +820,7 @@ class AgentRuntime::Engine {
         continue;
       }
       if (s->status == SessionStatus::kAwaitingTool && now - s->awaiting_since < options_.tool_grace) continue;
+      if (s->swap_failed_at != Clock::time_point{} && now - s->swap_failed_at < kSwapRetry) continue;
       idle.push_back(s.get());
     }
     std::sort(idle.begin(), idle.end(), [](const AgentSession* a, const AgentSession* b) { return a->last_used < b->last_used; });
@@ -1038,7 +1041,12 @@ class AgentRuntime::Engine {
     Result<storage::SnapshotWriteStats> written = done.written.get();
     if (!written.ok()) {
       log::warn("snapshot failed", {{"session", s.id}, {"error", written.status().message()}});
-      return written.status().with_context("snapshot of session " + s.id);
+      Status failed = written.status().with_context("snapshot of session " + s.id);
+      if (done.then_free) {  // fit_budget() leaves it alone for a while
+        s.swap_failed_at = Clock::now();
+        swap_error_ = failed;
+      }
+      return failed;
     }
     stats_.snapshot_seconds += seconds_between(done.started, Clock::now());
     stats_.snapshot_bytes_written += written->written_stored_bytes;
@@ -1274,6 +1282,9 @@ class AgentRuntime::Engine {
   std::map<std::string, std::unique_ptr<AgentSession>> sessions_;
   std::vector<std::string> writing_;    // sessions with a snapshot in flight
   bool admission_waits_ = false;        // queued responses wait for snapshots in flight (admit())
+  Status swap_error_;                   // of the last swap-out that failed
+  // A session whose swap-out failed is not swapped out again for this long (the disk may be full).
+  static constexpr std::chrono::seconds kSwapRetry{5};
   std::vector<std::string> closing_;    // completion sessions to close once the current work is done
   std::vector<std::string> unloading_;  // sessions to drop from memory (a turn not logged)
   std::deque<AgentSession*> queue_;     // responses waiting for admission

@@ -2,6 +2,7 @@
 #include "storage/kv_snapshot_writer.h"
 
 #include "base/log.h"
+#include "storage/worker_pool.h"
 
 #include <pthread.h>
 
@@ -11,6 +12,7 @@ Result<std::unique_ptr<KvSnapshotWriter>> KvSnapshotWriter::open(const std::stri
   if (options.read_only) return make_error(ErrorCode::kInvalidArgument, "a snapshot writer needs a writable store");
   StoreOptions writer_options = options;
   writer_options.auto_checkpoint = false;  // run() checkpoints after each snapshot instead
+  writer_options.codec_nice = kWriterNice;
   HIPPO_ASSIGN_OR_RETURN(auto store, SessionStore::open(path, writer_options));
   return std::unique_ptr<KvSnapshotWriter>(new KvSnapshotWriter(std::move(store)));
 }
@@ -44,6 +46,7 @@ Result<std::future<Result<SnapshotWriteStats>>> KvSnapshotWriter::submit(Snapsho
 
 void KvSnapshotWriter::run() {
   pthread_setname_np(pthread_self(), kThreadName);
+  lower_thread_priority(kWriterNice);
   auto checkpoint = [this] {
     Status checkpointed = store_->checkpoint();
     if (!checkpointed.ok()) log::warn("checkpoint failed", {{"db", store_->path()}, {"error", checkpointed.message()}});

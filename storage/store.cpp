@@ -98,7 +98,7 @@ WorkerPool& SessionStore::pool() {
       encoders_.push_back(std::make_unique<ChunkEncoder>());
       decoders_.push_back(std::make_unique<ChunkDecoder>());
     }
-    pool_ = std::make_unique<WorkerPool>(n);
+    pool_ = std::make_unique<WorkerPool>(n, options_.codec_nice);
   }
   return *pool_;
 }

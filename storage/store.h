@@ -86,6 +86,7 @@ struct StoreOptions {
   bool sync_full = true;          // fsync the WAL at every commit (a committed snapshot survives power loss)
   int zstd_level = 3;
   std::size_t codec_threads = 2;  // chunk encode/decode workers beside the calling thread
+  int codec_nice = 0;             // > 0: they run at this lower priority (KvSnapshotWriter's: background)
   int keep_snapshots = 2;         // per session: the latest and the one before it
   // true: SQLite copies the WAL into the database file inside whichever commit crosses 64 MiB.
   // false: the owner calls checkpoint() when it suits it (KvSnapshotWriter does, after a

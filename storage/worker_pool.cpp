@@ -1,11 +1,18 @@
 // The worker threads behind storage/worker_pool.h.
 #include "storage/worker_pool.h"
 
+#include <sys/resource.h>
+#include <unistd.h>
+
 namespace hippo::storage {
 
-WorkerPool::WorkerPool(std::size_t n_workers) {
+void lower_thread_priority(int nice) {
+  if (nice > 0) (void)setpriority(PRIO_PROCESS, static_cast<id_t>(gettid()), nice);
+}
+
+WorkerPool::WorkerPool(std::size_t n_workers, int nice) {
   threads_.reserve(n_workers);
-  for (std::size_t i = 0; i < n_workers; ++i) threads_.emplace_back([this, i] { run(i); });
+  for (std::size_t i = 0; i < n_workers; ++i) threads_.emplace_back([this, i, nice] { run(i, nice); });
 }
 
 WorkerPool::~WorkerPool() {
@@ -25,7 +32,8 @@ void WorkerPool::submit(Task task) {
   ready_.notify_one();
 }
 
-void WorkerPool::run(std::size_t worker) {
+void WorkerPool::run(std::size_t worker, int nice) {
+  lower_thread_priority(nice);
   for (;;) {
     Task task;
     {

@@ -13,11 +13,15 @@
 
 namespace hippo::storage {
 
+// Lowers the calling thread's scheduling priority by `nice` (Linux: per thread); best effort.
+void lower_thread_priority(int nice);
+
 class WorkerPool {
  public:
   using Task = std::function<void(std::size_t worker)>;
 
-  explicit WorkerPool(std::size_t n_workers);
+  // nice > 0: the workers run at that lower scheduling priority (background work).
+  explicit WorkerPool(std::size_t n_workers, int nice = 0);
   ~WorkerPool();
   WorkerPool(const WorkerPool&) = delete;
   WorkerPool& operator=(const WorkerPool&) = delete;
@@ -26,7 +30,7 @@ class WorkerPool {
   void submit(Task task);
 
  private:
-  void run(std::size_t worker);
+  void run(std::size_t worker, int nice);
 
   std::mutex mutex_;
   std::condition_variable ready_;

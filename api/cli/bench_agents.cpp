@@ -5,11 +5,16 @@
 //   resume       time to first token of a swapped-out session with a long context, against
 //                prefilling the same context
 //   idle         resident memory per idle, swapped-out session, over many sessions
+//   swap         inter-token latency of decoding sessions, alone and while the memory manager swaps
+//                out an idle session of about 1M tokens (p50, p99)
 #include "agents/runtime.h"
 #include "api/cli/cli.h"
 #include "api/cli/process_memory.h"
+#include "api/cli/synthetic_kv_state.h"
+#include "agents/response_job.h"
 #include "engine/model/model.h"
 #include "engine/tokenizer/tokenizer.h"
+#include "storage/sqlite.h"
 
 #include <boost/json/serialize.hpp>
 #include <boost/json/value.hpp>
@@ -41,7 +46,8 @@ struct AgentsBenchOptions {
   int64_t latency_decoders = 4;
   int64_t resume_context = 131072;
   int64_t idle_sessions = 10000;
-  std::vector<std::string> sections = {"batching", "latency", "resume", "idle"};
+  int64_t swap_context = 1'000'000;
+  std::vector<std::string> sections = {"batching", "latency", "resume", "idle", "swap"};
   bool json = false;
 };
 
@@ -285,6 +291,162 @@ Result<boost::json::object> bench_idle(Bench& b, const AgentsBenchOptions& o) {
   };
 }
 
+// An idle session of n_tokens written straight into a new database: its log (one user message and
+// its prompt, rendered as the runtime renders them) and a snapshot of a synthetic state of those
+// ids (SessionState::synthetic, its streams filled from the synthetic KV of `hippo bench storage`:
+// the sizes and layout of the model's state, values modelled on a real model's KV). Prefilling
+// 1M tokens would take hours here; what the swap-out costs depends on the bytes only.
+struct LongSession {
+  std::string id;
+  int64_t n_tokens = 0;
+  uint64_t state_bytes = 0;
+};
+
+Result<LongSession> write_long_session(Bench& b, const std::string& db, int64_t n_tokens) {
+  // Random words, as many as make about n_tokens (their tokens per word measured on a sample).
+  std::mt19937 rng(7);
+  const char* words[] = {" river", " hippo", " agent", " memory", " token", " window", " stream", " cache"};
+  auto random_words = [&](int64_t count) {
+    std::string out;
+    for (int64_t i = 0; i < count; ++i) out += words[rng() % 8];
+    return out;
+  };
+  const double per_word = static_cast<double>(b.tok.encode(random_words(10000)).size()) / 10000.0;
+  const std::string text = random_words(static_cast<int64_t>(static_cast<double>(n_tokens - 16) / per_word));
+  const agents::SessionSettings settings;
+  tokenizer::ChatOptions chat;
+  chat.family = agents::chat_family(b.tok);
+  chat.thinking = settings.thinking;
+  chat.effort = settings.effort;
+  tokenizer::ChatEncoder encoder(b.tok, chat);
+  std::vector<tokenizer::Message> messages(1);
+  messages[0].role = tokenizer::Role::kUser;
+  messages[0].content = text;
+  HIPPO_ASSIGN_OR_RETURN(tokenizer::ChatSuffix prompt, encoder.encode_chat_suffix(messages, true));
+  const auto n = static_cast<int64_t>(prompt.ids.size());
+  if (n > b.model.text().max_position_embeddings)
+    return make_error(ErrorCode::kInvalidArgument, "bench agents swap: {} tokens exceed the model's context of {}", n,
+                      b.model.text().max_position_embeddings);
+
+  const SyntheticKvState kv = make_synthetic_kv_state(n, 2);
+  auto fill = [&](std::string_view name, std::span<std::uint8_t> bytes) {
+    const SyntheticStream* source = nullptr;
+    for (const SyntheticStream& s : kv.streams)
+      if (s.name == name) source = &s;
+    if (source == nullptr) source = &kv.streams.front();
+    for (size_t at = 0; at < bytes.size();) {  // a model of another geometry: the bytes tiled
+      const size_t k = std::min(bytes.size() - at, source->bytes.size());
+      std::memcpy(bytes.data() + at, source->bytes.data(), k);
+      at += k;
+    }
+  };
+  const engine::SessionState state = engine::SessionState::synthetic(b.model.text(), prompt.ids, fill);
+
+  HIPPO_ASSIGN_OR_RETURN(auto store, storage::SessionStore::open(db));
+  storage::NewSession row;
+  row.model_fingerprint = b.model.fingerprint();
+  row.settings = agents::settings_to_json(settings);
+  HIPPO_ASSIGN_OR_RETURN(storage::SessionInfo info, store->create_session(row));
+  storage::MessageRecord user;
+  user.role = "user";
+  user.content = text;
+  HIPPO_RETURN_IF_ERROR(store->append_message(info.id, user).status());
+  storage::MessageRecord rendered;
+  rendered.role = "prompt";
+  rendered.n_tokens = n;
+  rendered.token_ids = prompt.ids;
+  HIPPO_RETURN_IF_ERROR(store->append_message(info.id, rendered).status());
+  storage::SnapshotRequest request;
+  request.session_id = info.id;
+  request.fingerprint = b.model.fingerprint();
+  request.n_tokens = n;
+  request.frontier = state.frontier();
+  for (const engine::StateStream& stream : state.streams())
+    request.streams.push_back({stream.name, stream.entry_bytes, storage::Filter::kBytePlane, stream.bytes});
+  HIPPO_RETURN_IF_ERROR(store->write_snapshot(request).status());
+  return LongSession{info.id, n, state.memory_bytes()};
+}
+
+// The decoders' inter-token gaps alone, then while a new response needs the memory an idle session
+// of swap_context tokens holds: the memory manager swaps that session out (off the engine thread)
+// and the new response runs once it is written.
+Result<boost::json::object> bench_swap(Bench& b, const AgentsBenchOptions& o) {
+  const std::string db = (b.dir / "bench-swap.db").string();
+  const auto written_start = Clock::now();
+  HIPPO_ASSIGN_OR_RETURN(LongSession long_session, write_long_session(b, db, o.swap_context));
+  const double setup_s = seconds(Clock::now() - written_start);
+  // Unloaded: the decoders alone, in a runtime of their own.
+  std::vector<double> alone;
+  {
+    HIPPO_ASSIGN_OR_RETURN(auto solo, b.runtime());
+    Clock::time_point stop_at;
+    HIPPO_ASSIGN_OR_RETURN(alone, decode_gaps(b, *solo, o.latency_decoders, [&] {
+      stop_at = Clock::now() + std::chrono::seconds(5);
+      return Status::ok_status();
+    }, [&] { return Clock::now() >= stop_at; }));
+  }
+  // Room for the long session and the decoders' reservations (decode_gaps asks for 32,768 tokens
+  // each), and half of one more: the new response fits only once the long session is out.
+  const engine::TextConfig& text = b.model.text();
+  const uint64_t logits = engine::SessionState::logits_bytes(text);
+  const uint64_t fresh = b.model.new_session().memory_bytes() + engine::SessionState::growth_bytes(text, 0) + logits;
+  const uint64_t response = fresh + engine::SessionState::growth_bytes(text, 32768 + 64) + logits;
+  agents::RuntimeOptions options;
+  options.db_path = db;
+  options.kv_memory_bytes = b.model.new_session().memory_bytes() +
+                            engine::SessionState::growth_bytes(text, long_session.n_tokens) + logits +
+                            static_cast<uint64_t>(o.latency_decoders) * response + response / 2;
+  HIPPO_ASSIGN_OR_RETURN(auto rt, AgentRuntime::open(b.model, b.tok, options));
+  // Restored, then one short turn (its state is now ahead of its snapshot), and its snapshots
+  // removed behind the runtime's back: the swap-out writes the whole state, as for a session whose
+  // context was computed since its last snapshot, not just the chunks past it.
+  HIPPO_RETURN_IF_ERROR(rt->append_input(long_session.id, {{InputItem::Kind::kUserMessage, "One more thing.", ""}}));
+  Watch turn;
+  HIPPO_RETURN_IF_ERROR(rt->create_response(long_session.id, sampled(1, 0), turn.sink()));
+  HIPPO_RETURN_IF_ERROR(turn.wait().status());
+  {
+    HIPPO_ASSIGN_OR_RETURN(storage::Db conn, storage::Db::open(db, storage::Db::Mode::kReadWrite, 5000));
+    HIPPO_RETURN_IF_ERROR(conn.exec(
+        fmt::format("PRAGMA foreign_keys = ON; DELETE FROM snapshots WHERE session_id = '{}'", long_session.id)));
+  }
+  const agents::RuntimeStats before = rt->stats();
+  Watch arrival;
+  std::string arrival_id;
+  HIPPO_ASSIGN_OR_RETURN(arrival_id, b.session_with(*rt, "A new request arrives."));
+  Clock::time_point swap_start;
+  HIPPO_ASSIGN_OR_RETURN(std::vector<double> during, decode_gaps(b, *rt, o.latency_decoders, [&] {
+    swap_start = Clock::now();
+    return rt->create_response(arrival_id, sampled(32768, 0), arrival.sink());
+  }, [&] {
+    std::lock_guard lock(arrival.mutex);
+    return !arrival.token_times.empty() || arrival.done;
+  }));
+  const double window_s = seconds(Clock::now() - swap_start);
+  HIPPO_RETURN_IF_ERROR(rt->cancel(arrival_id));
+  HIPPO_RETURN_IF_ERROR(arrival.wait().status());
+  const agents::RuntimeStats after = rt->stats();
+  if (after.swap_outs == before.swap_outs)
+    return make_error(ErrorCode::kInternal, "bench agents swap: the long session was not swapped out");
+  const double p99_alone = percentile(alone, 0.99);
+  return boost::json::object{
+      {"decoders", o.latency_decoders},
+      {"context_tokens", long_session.n_tokens},
+      {"state_bytes", long_session.state_bytes},
+      {"setup_seconds", setup_s},
+      {"swap_out_seconds", after.snapshot_seconds - before.snapshot_seconds},
+      {"swap_out_stored_bytes", after.snapshot_bytes_written - before.snapshot_bytes_written},
+      {"window_seconds", window_s},
+      {"alone_p50_ms", 1e3 * percentile(alone, 0.5)},
+      {"alone_p99_ms", 1e3 * p99_alone},
+      {"during_p50_ms", 1e3 * percentile(during, 0.5)},
+      {"during_p99_ms", 1e3 * percentile(during, 0.99)},
+      {"during_max_ms", 1e3 * percentile(during, 1.0)},
+      {"p99_ratio", percentile(during, 0.99) / p99_alone},
+      {"samples_alone", alone.size()},
+      {"samples_during", during.size()},
+  };
+}
+
 Status run_agents_bench(const AgentsBenchOptions& o, std::ostream& out) {
   engine::ModelOptions mo;
   mo.n_threads = o.threads;
@@ -312,6 +474,7 @@ Status run_agents_bench(const AgentsBenchOptions& o, std::ostream& out) {
   section("latency", bench_latency);
   section("resume", bench_resume);
   section("idle", bench_idle);
+  section("swap", bench_swap);
   std::filesystem::remove_all(dir, ec);
   HIPPO_RETURN_IF_ERROR(status);
 
@@ -352,6 +515,18 @@ Status run_agents_bench(const AgentsBenchOptions& o, std::ostream& out) {
                        static_cast<double>(s->at("rss_delta_bytes").as_int64()) / 1e6,
                        static_cast<double>(s->at("heap_delta_bytes").as_int64()) / 1e6, s->at("bytes_per_session").as_double());
   }
+  if (auto* s = doc.if_contains("swap")) {
+    out << fmt::format(
+        "\nswap: {} decoding sessions; inter-token p50/p99 alone {:.2f}/{:.2f} ms ({} gaps), while an idle {}-token "
+        "session ({:.0f} MB) is swapped out ({:.1f} s, {:.0f} MB written) {:.2f}/{:.2f} ms, max {:.1f} ms ({} gaps): "
+        "p99 {:.2f}x\n",
+        s->at("decoders").as_int64(), s->at("alone_p50_ms").as_double(), s->at("alone_p99_ms").as_double(),
+        s->at("samples_alone").as_uint64(), s->at("context_tokens").as_int64(),
+        static_cast<double>(s->at("state_bytes").as_uint64()) / 1e6, s->at("swap_out_seconds").as_double(),
+        static_cast<double>(s->at("swap_out_stored_bytes").as_int64()) / 1e6, s->at("during_p50_ms").as_double(),
+        s->at("during_p99_ms").as_double(), s->at("during_max_ms").as_double(), s->at("samples_during").as_uint64(),
+        s->at("p99_ratio").as_double());
+  }
   return {};
 }
 
@@ -359,7 +534,7 @@ Status run_agents_bench(const AgentsBenchOptions& o, std::ostream& out) {
 
 void add_bench_agents_command(CLI::App& bench, Invocation& inv) {
   auto o = std::make_shared<AgentsBenchOptions>();
-  CLI::App* cmd = bench.add_subcommand("agents", "The agent runtime: batching, latency under prefill, resume, idle memory");
+  CLI::App* cmd = bench.add_subcommand("agents", "The agent runtime: batching, latency under prefill, resume, idle memory, latency during a swap-out");
   cmd->add_option("--model", o->model_dir, "Checkpoint directory (hippo model init writes one)")->required();
   cmd->add_option("--threads", o->threads, "Engine threads (0 = every logical CPU)")->check(CLI::NonNegativeNumber);
   cmd->add_option("--sessions", o->sessions, "Concurrent sessions for the batching section")->delimiter(',')->capture_default_str();
@@ -374,9 +549,11 @@ void add_bench_agents_command(CLI::App& bench, Invocation& inv) {
   cmd->add_option("--resume-context", o->resume_context, "Context tokens of the swapped-out session (resume)")
       ->check(CLI::PositiveNumber)->capture_default_str();
   cmd->add_option("--idle-sessions", o->idle_sessions, "Swapped-out sessions (idle)")->check(CLI::PositiveNumber)->capture_default_str();
+  cmd->add_option("--swap-context", o->swap_context, "Context tokens of the session swapped out (swap)")
+      ->check(CLI::PositiveNumber)->capture_default_str();
   cmd->add_option("--sections", o->sections, "Which sections to run")
       ->delimiter(',')
-      ->check(CLI::IsMember({"batching", "latency", "resume", "idle"}))
+      ->check(CLI::IsMember({"batching", "latency", "resume", "idle", "swap"}))
       ->capture_default_str();
   cmd->add_flag("--json", o->json, "One JSON object instead of a table");
   cmd->parse_complete_callback([&inv, o] { inv.action = [&inv, o] { return run_agents_bench(*o, *inv.out); }; });

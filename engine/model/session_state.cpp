@@ -106,6 +106,23 @@ uint64_t SessionState::growth_bytes(const TextConfig& text, int64_t n_tokens) {
   return total;
 }
 
+SessionState SessionState::synthetic(const TextConfig& text, std::vector<int32_t> token_ids, const StreamFill& fill) {
+  SessionState state(text);
+  const auto n = static_cast<int64_t>(token_ids.size());
+  for (Writer& w : state.writers_) {
+    const int64_t entries = n / w.ratio;
+    w.kv.resize(static_cast<size_t>(entries * compressed_entry_bytes(state.head_dim_)));
+    w.index.resize(static_cast<size_t>(entries * index_entry_bytes(state.index_head_dim_)));
+    fill(fmt::format("kv.layer{}", w.layer), w.kv);
+    fill(fmt::format("index.layer{}", w.layer), w.index);
+    const int64_t pending = n % w.ratio;
+    w.pending_kv.assign(static_cast<size_t>(pending * state.head_dim_), 0.0f);
+    w.pending_gate.assign(static_cast<size_t>(pending * state.head_dim_), 0.0f);
+  }
+  state.token_ids_ = std::move(token_ids);
+  return state;
+}
+
 std::vector<std::byte> SessionState::frontier() const {
   ByteWriter out;
   out.put(kFrontierMagic);

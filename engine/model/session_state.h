@@ -21,9 +21,11 @@
 #include <algorithm>
 #include <cstddef>
 #include <cstdint>
+#include <functional>
 #include <optional>
 #include <span>
 #include <string>
+#include <string_view>
 #include <vector>
 
 namespace hippo::engine {
@@ -76,6 +78,13 @@ class SessionState {
   // blob, a stream of the wrong length) is an error, never a crash.
   static Result<SessionState> restore(const TextConfig& text, std::span<const std::byte> frontier,
                                       std::span<const StateStreamBytes> streams);
+
+  // A state of these token ids with the layout and sizes the model gives them but not its values:
+  // the compressed-KV and index-key streams hold what `fill` writes into them (by stream name), the
+  // rings, pending rows and Engram look-back are zero. For benchmarks of what scales with the bytes
+  // (swap-out, restore) at contexts too long to prefill here.
+  using StreamFill = std::function<void(std::string_view stream, std::span<std::uint8_t> bytes)>;
+  static SessionState synthetic(const TextConfig& text, std::vector<int32_t> token_ids, const StreamFill& fill);
 
   bool operator==(const SessionState& other) const = default;
 

@@ -252,6 +252,35 @@ TEST_CASE("a snapshot is written off the engine thread: other sessions decode me
   check_exact(*rt, db, b);
 }
 
+TEST_CASE("a swap-out that cannot be written fails the response waiting for its memory clearly, and loses nothing",
+          "[agents]") {
+  TempDir dir;
+  const std::string db = dir / "hippo.db";
+  RuntimeOptions options;
+  const uint64_t empty = model().new_session().memory_bytes();
+  const uint64_t logits = engine::SessionState::logits_bytes(model().text());
+  // Room for one short response of a new session (its state, its reservation, logits twice over),
+  // not for another session's state beside it.
+  options.kv_memory_bytes = empty + engine::SessionState::growth_bytes(model().text(), 64) + 2 * logits + empty / 2;
+  options.snapshot_interval = std::chrono::hours(100000);  // no periodic snapshots
+  auto rt = open_runtime(db, options);
+  const std::string a = *rt->create_session({});
+  const std::string b = *rt->create_session({});
+  REQUIRE(turn(*rt, a, "Hello", 3).kind == ResponseEvent::Kind::kCompleted);  // resident, never snapshotted
+  auto exec = [&](const char* sql) {
+    auto conn = storage::Db::open(db, storage::Db::Mode::kReadWrite, 1000);
+    REQUIRE(conn.ok());
+    REQUIRE(conn->exec(sql).ok());
+  };
+  exec("CREATE TRIGGER no_snapshots BEFORE INSERT ON snapshots BEGIN SELECT RAISE(ABORT, 'injected: no space left'); END");
+  const ResponseEvent refused = turn(*rt, b, "Hi", 3);  // needs a's memory
+  CHECK(refused.kind == ResponseEvent::Kind::kFailed);
+  CHECK(refused.error.code() == ErrorCode::kResourceExhausted);
+  CHECK_THAT(refused.error.message(), Catch::Contains("swap-out failed") && Catch::Contains("no space left"));
+  exec("DROP TRIGGER no_snapshots");
+  check_exact(*rt, db, a);  // still resident, as it was
+}
+
 TEST_CASE("a response that cannot fit the budget at all fails clearly", "[agents]") {
   TempDir dir;
   RuntimeOptions options;
