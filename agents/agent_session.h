@@ -43,6 +43,13 @@ struct SnapshotInFlight {
   bool then_free = false;  // a swap-out: the state is dropped once written, unless used again first
 };
 
+// A swapped session's state being read back by the runtime's restore thread; its bytes are counted
+// as committed meanwhile.
+struct RestoreInFlight {
+  std::future<Result<std::shared_ptr<engine::SessionState>>> restored;
+  std::chrono::steady_clock::time_point started{};
+};
+
 struct AgentSession {
   AgentSession(std::string session_id, SessionSettings session_settings, tokenizer::ChatEncoder chat_encoder)
       : id(std::move(session_id)), settings(std::move(session_settings)), encoder(std::move(chat_encoder)) {}
@@ -59,6 +66,7 @@ struct AgentSession {
   std::shared_ptr<engine::SessionState> state;  // absent: swapped out (or not loaded since start)
   std::optional<SnapshotInFlight> snapshot;     // being written
   std::chrono::steady_clock::time_point swap_failed_at{};  // its last swap-out failed then
+  std::optional<RestoreInFlight> restoring;     // being read back
   int64_t stored_tokens = 0;                  // tokens of the state when it is not resident
   std::vector<int32_t> pending;               // rendered ids not yet prefilled
   std::vector<tokenizer::Message> inputs;     // appended, rendered at the next response

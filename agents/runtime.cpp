@@ -2,6 +2,7 @@
 
 #include "agents/agent_session.h"
 #include "agents/conversation_key.h"
+#include "agents/serial_thread.h"
 #include "base/log.h"
 #include "engine/model/model.h"
 #include "engine/tokenizer/tokenizer.h"
@@ -117,9 +118,10 @@ Result<InputItem> assistant_input_from_row(const storage::MessageRecord& row) {
 class AgentRuntime::Engine {
  public:
   Engine(engine::Model& model, const tokenizer::Tokenizer& tokenizer, RuntimeOptions options,
-         std::unique_ptr<storage::SessionStore> store, std::unique_ptr<storage::KvSnapshotWriter> writer)
+         std::unique_ptr<storage::SessionStore> store, std::unique_ptr<storage::KvSnapshotWriter> writer,
+         std::unique_ptr<storage::SessionStore> restore_store)
       : model_(model), tokenizer_(tokenizer), options_(std::move(options)), store_(std::move(store)),
-        writer_(std::move(writer)) {
+        writer_(std::move(writer)), restore_store_(std::move(restore_store)) {
     empty_state_bytes_ = model_.new_session().memory_bytes();
     if (options_.max_context_tokens <= 0 || options_.max_context_tokens > model_.text().max_position_embeddings)
       options_.max_context_tokens = model_.text().max_position_embeddings;
@@ -504,13 +506,13 @@ class AgentRuntime::Engine {
     for (;;) {
       std::deque<std::function<void()>> commands;
       if (Clock::now() >= next_retention_) apply_retention();
-      bool written = false;
+      bool storage_done = false;
       {
         std::unique_lock lock(mutex_);
         // Work: commands, running responses, queued ones that may be admitted now, and written
-        // snapshots to take note of (they may let queued responses in).
+        // snapshots or restored states to take note of (they may let queued responses in).
         auto has_work = [&] {
-          return stopping_ || snapshot_written_ || !commands_.empty() || !running_.empty() ||
+          return stopping_ || storage_done_ || !commands_.empty() || !running_.empty() ||
                  (!queue_.empty() && !admission_waits_);
         };
         const bool idle = !has_work();
@@ -519,11 +521,11 @@ class AgentRuntime::Engine {
         if (idle) note_progress();
         working_.store(true);
         commands.swap(commands_);
-        written = snapshot_written_;
+        storage_done = storage_done_;
         if (stopping_ && commands.empty()) break;
       }
-      if (written) {
-        reap_snapshots();
+      if (storage_done) {
+        reap_storage();
         admission_waits_ = false;
       }
       for (auto& command : commands) {
@@ -746,6 +748,11 @@ class AgentRuntime::Engine {
     admission_waits_ = false;
     for (size_t i = 0; i < queue_.size() && static_cast<int64_t>(running_.size()) < options_.max_batch_sessions;) {
       AgentSession& s = *queue_[i];
+      if (s.restoring) {  // admitted once read back (reap_storage())
+        admission_waits_ = true;
+        ++i;
+        continue;
+      }
       if (s.snapshot) {
         s.snapshot->then_free = false;  // used again: the state stays
         admission_waits_ = true;
@@ -778,6 +785,12 @@ class AgentRuntime::Engine {
         admission_waits_ = running_.empty();
         return;  // wait for running responses to finish, or snapshots to be written
       }
+      if (!s.state && s.stored_tokens > 0 && !s.needs_rebuild) {  // read back off the engine thread
+        start_restore(s);
+        admission_waits_ = true;
+        ++i;
+        continue;
+      }
       Status st = make_resident(s);
       if (!st.ok()) {
         fail(s, st);
@@ -796,7 +809,7 @@ class AgentRuntime::Engine {
   uint64_t committed() const {
     uint64_t total = 0;
     for (const auto& [id, s] : sessions_) {
-      const uint64_t bytes = s->resident_bytes();
+      const uint64_t bytes = s->restoring ? restored_bytes(*s) : s->resident_bytes();
       total += s->job_active ? std::max(bytes, s->reserved_bytes) : bytes;
     }
     return total;
@@ -838,7 +851,7 @@ class AgentRuntime::Engine {
     if (freeing == 0 || total - freeing + extra > options_.kv_memory_bytes)
       return Status(ErrorCode::kResourceExhausted, "KV memory budget");
     if (!wait) return Status(ErrorCode::kUnavailable, "swap-outs being written");
-    reap_snapshots(true);
+    reap_storage(true);
     return committed() + extra <= options_.kv_memory_bytes ? Status::ok_status()
                                                            : Status(ErrorCode::kResourceExhausted, "KV memory budget");
   }
@@ -1001,27 +1014,37 @@ class AgentRuntime::Engine {
       request.streams.push_back({stream.name, stream.entry_bytes, storage::Filter::kBytePlane, stream.bytes});
     }
     request.owner = s.state;
-    HIPPO_ASSIGN_OR_RETURN(auto written, writer_->submit(std::move(request), [this](const auto&) { note_written(); }));
+    HIPPO_ASSIGN_OR_RETURN(auto written, writer_->submit(std::move(request), [this](const auto&) { note_storage_done(); }));
     s.snapshot = SnapshotInFlight{std::move(written), s.state->n_tokens(), Clock::now(), then_free};
     writing_.push_back(s.id);
     return Status::ok_status();
   }
 
-  // Writer thread: a snapshot is written; the engine thread takes note in reap_snapshots().
-  void note_written() {
+  // Writer or restore thread: a snapshot is written or a state read back; the engine thread takes
+  // note in reap_storage().
+  void note_storage_done() {
     {
       std::lock_guard lock(mutex_);
-      snapshot_written_ = true;
+      storage_done_ = true;
     }
     wake_.notify_all();
   }
 
-  // Takes note of the snapshots written since the last call (all of them, waiting, with wait_all).
-  void reap_snapshots(bool wait_all = false) {
+  // Takes note of the snapshots written and the states read back since the last call (with
+  // wait_all: of every snapshot in flight, waiting for them).
+  void reap_storage(bool wait_all = false) {
     {
       std::lock_guard lock(mutex_);
-      snapshot_written_ = false;
+      storage_done_ = false;
     }
+    std::erase_if(restoring_, [&](const std::string& id) {
+      auto it = sessions_.find(id);
+      if (it == sessions_.end() || !it->second->restoring) return true;
+      AgentSession& s = *it->second;
+      if (s.restoring->restored.wait_for(std::chrono::seconds(0)) != std::future_status::ready) return false;
+      settle_restore(s);
+      return true;
+    });
     std::erase_if(writing_, [&](const std::string& id) {
       auto it = sessions_.find(id);
       if (it == sessions_.end() || !it->second->snapshot) return true;  // closed meanwhile: nobody to tell
@@ -1087,7 +1110,46 @@ class AgentRuntime::Engine {
 
   // Brings the session's model state back: its latest snapshot's bytes, checked; when that
   // snapshot is missing, corrupt or of another model, the whole log is prefilled again.
+  // Starts reading the swapped session's state back on the restore thread (RestoreInFlight).
+  void start_restore(AgentSession& s) {
+    auto task = std::make_shared<std::packaged_task<Result<std::shared_ptr<engine::SessionState>>()>>(
+        [this, id = s.id, stored = s.stored_tokens]() -> Result<std::shared_ptr<engine::SessionState>> {
+          Result<engine::SessionState> state = read_state(*restore_store_, id, stored);
+          if (!state.ok()) return state.status();
+          return std::make_shared<engine::SessionState>(std::move(*state));
+        });
+    s.restoring = RestoreInFlight{task->get_future(), Clock::now()};
+    restoring_.push_back(s.id);
+    restorer_.post([this, task] {
+      (*task)();
+      note_storage_done();  // once the future is ready
+    });
+  }
+
+  // Takes the state read back (waiting for it); a state that cannot be used means a rebuild from
+  // the log, done by make_resident().
+  void settle_restore(AgentSession& s) {
+    if (!s.restoring) return;
+    RestoreInFlight done = std::move(*s.restoring);
+    s.restoring.reset();
+    Result<std::shared_ptr<engine::SessionState>> restored = done.restored.get();
+    Status checked = restored.ok() ? check_restored(s, **restored) : restored.status();
+    if (!checked.ok()) {
+      log::warn("session snapshot unusable; rebuilding from the conversation log", {{"session", s.id}, {"error", checked.message()}});
+      s.needs_rebuild = true;
+      return;
+    }
+    s.state = std::move(*restored);
+    s.stored_tokens = 0;
+    s.last_used = ++clock_;
+    ++stats_.resumes;
+    stats_.resume_seconds += seconds_between(done.started, Clock::now());
+    Status st = store_->set_session_status(s.id, status_name(SessionStatus::kReady));
+    if (!st.ok()) log::warn("session status not stored", {{"session", s.id}, {"error", st.message()}});
+  }
+
   Status make_resident(AgentSession& s) {
+    settle_restore(s);
     if (s.state) {
       if (s.snapshot) s.snapshot->then_free = false;  // used again: the state stays
       return Status::ok_status();
@@ -1120,11 +1182,18 @@ class AgentRuntime::Engine {
   }
 
   Result<engine::SessionState> restore(AgentSession& s) {
-    HIPPO_ASSIGN_OR_RETURN(std::optional<storage::SnapshotInfo> latest, store_->latest_snapshot(s.id));
-    if (!latest) return Status(ErrorCode::kNotFound, fmt::format("session {} has no snapshot", s.id));
-    if (latest->n_tokens != s.stored_tokens) {
+    HIPPO_ASSIGN_OR_RETURN(engine::SessionState state, read_state(*store_, s.id, s.stored_tokens));
+    HIPPO_RETURN_IF_ERROR(check_restored(s, state));
+    return state;
+  }
+
+  // The session's latest snapshot read back into a state (any thread, on its own store).
+  Result<engine::SessionState> read_state(storage::SessionStore& store, const std::string& id, int64_t stored_tokens) const {
+    HIPPO_ASSIGN_OR_RETURN(std::optional<storage::SnapshotInfo> latest, store.latest_snapshot(id));
+    if (!latest) return Status(ErrorCode::kNotFound, fmt::format("session {} has no snapshot", id));
+    if (latest->n_tokens != stored_tokens) {
       return Status(ErrorCode::kCorrupt, fmt::format("session {}: the latest snapshot has {} tokens, the session {}",
-                                                     s.id, latest->n_tokens, s.stored_tokens));
+                                                     id, latest->n_tokens, stored_tokens));
     }
     std::vector<std::vector<std::byte>> buffers;
     std::vector<storage::RestoreTarget> targets;
@@ -1133,10 +1202,14 @@ class AgentRuntime::Engine {
       buffers.emplace_back(static_cast<size_t>(stream.n_entries) * stream.entry_bytes);
       targets.push_back({stream.name, buffers.back()});
     }
-    HIPPO_ASSIGN_OR_RETURN(std::vector<std::byte> frontier, store_->restore_snapshot(*latest, model_.fingerprint(), targets));
+    HIPPO_ASSIGN_OR_RETURN(std::vector<std::byte> frontier, store.restore_snapshot(*latest, model_.fingerprint(), targets));
     std::vector<engine::StateStreamBytes> streams;
     for (size_t i = 0; i < targets.size(); ++i) streams.push_back({targets[i].name, buffers[i]});
-    HIPPO_ASSIGN_OR_RETURN(engine::SessionState state, engine::SessionState::restore(model_.text(), frontier, streams));
+    return engine::SessionState::restore(model_.text(), frontier, streams);
+  }
+
+  // A state read back holds the ids the log says it does.
+  Status check_restored(AgentSession& s, const engine::SessionState& state) {
     if (!s.expected_prefix.empty() && state.token_ids() != s.expected_prefix) {
       return Status(ErrorCode::kCorrupt, fmt::format("session {}: the snapshot's token ids differ from its log", s.id));
     }
@@ -1144,7 +1217,7 @@ class AgentRuntime::Engine {
     s.expected_prefix.shrink_to_fit();
     s.snapshot_tokens = state.n_tokens();
     s.snapshot_time = Clock::now();
-    return state;
+    return Status::ok_status();
   }
 
   // Every id of the session's log, in order.
@@ -1281,6 +1354,7 @@ class AgentRuntime::Engine {
 
   std::map<std::string, std::unique_ptr<AgentSession>> sessions_;
   std::vector<std::string> writing_;    // sessions with a snapshot in flight
+  std::vector<std::string> restoring_;  // sessions with a restore in flight
   bool admission_waits_ = false;        // queued responses wait for snapshots in flight (admit())
   Status swap_error_;                   // of the last swap-out that failed
   // A session whose swap-out failed is not swapped out again for this long (the disk may be full).
@@ -1303,13 +1377,15 @@ class AgentRuntime::Engine {
   std::mutex mutex_;
   std::condition_variable wake_;
   std::deque<std::function<void()>> commands_;
-  bool snapshot_written_ = false;  // set by the writer thread (note_written)
+  bool storage_done_ = false;  // set by the writer and restore threads (note_storage_done)
   bool stopping_ = false;
   bool stopped_ = false;
   std::thread thread_;
-  // Declared last: destroyed first, once the engine thread has stopped; it writes what is queued
-  // and tells note_written(), whose mutex and condition are still there.
+  // Declared last: destroyed first, once the engine thread has stopped; they finish what is queued
+  // and tell note_storage_done(), whose mutex and condition are still there.
   std::unique_ptr<storage::KvSnapshotWriter> writer_;
+  std::unique_ptr<storage::SessionStore> restore_store_;  // the restore thread's connection
+  SerialThread restorer_{kRestoreThreadName};
 };
 
 Result<std::unique_ptr<AgentRuntime>> AgentRuntime::open(engine::Model& model, const tokenizer::Tokenizer& tokenizer,
@@ -1322,8 +1398,10 @@ Result<std::unique_ptr<AgentRuntime>> AgentRuntime::open(engine::Model& model, c
   HIPPO_ASSIGN_OR_RETURN(std::unique_ptr<storage::SessionStore> store,
                          storage::SessionStore::open(options.db_path, engine_store));
   HIPPO_ASSIGN_OR_RETURN(std::unique_ptr<storage::KvSnapshotWriter> writer, storage::KvSnapshotWriter::open(options.db_path));
-  return std::unique_ptr<AgentRuntime>(
-      new AgentRuntime(std::make_unique<Engine>(model, tokenizer, options, std::move(store), std::move(writer))));
+  HIPPO_ASSIGN_OR_RETURN(std::unique_ptr<storage::SessionStore> restore_store,
+                         storage::SessionStore::open(options.db_path, engine_store));
+  return std::unique_ptr<AgentRuntime>(new AgentRuntime(std::make_unique<Engine>(
+      model, tokenizer, options, std::move(store), std::move(writer), std::move(restore_store))));
 }
 
 AgentRuntime::AgentRuntime(std::unique_ptr<Engine> engine) : engine_(std::move(engine)) {}

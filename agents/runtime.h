@@ -45,6 +45,10 @@ class Tokenizer;
 
 namespace hippo::agents {
 
+// The thread that reads swapped-out sessions back (in top, gdb and perf; storage's
+// KvSnapshotWriter names the one that writes them).
+inline constexpr const char* kRestoreThreadName = "hippo-restore";
+
 struct RuntimeOptions {
   std::string db_path = "hippo.db";
   uint64_t kv_memory_bytes = uint64_t{8} << 30;

@@ -176,6 +176,48 @@ TEST_CASE("the KV memory budget is never exceeded; evicted sessions continue exa
   for (const std::string& id : ids) check_exact(*rt, db, id);
 }
 
+// A session decoding a long answer, the time of each of its tokens kept.
+struct TimedDecoder {
+  Collector events;
+  std::mutex mutex;
+  std::vector<std::chrono::steady_clock::time_point> times;
+
+  void start(AgentRuntime& rt, const std::string& id) {
+    REQUIRE(rt.append_input(id, {{InputItem::Kind::kUserMessage, "Tell me a long story", ""}}).ok());
+    EventSink collect = events.sink();
+    REQUIRE(rt.create_response(id, greedy(4000), [this, collect](const ResponseEvent& e) {
+      if (e.kind == ResponseEvent::Kind::kTextDelta) {
+        std::lock_guard lock(mutex);
+        times.push_back(std::chrono::steady_clock::now());
+      }
+      collect(e);
+    }).ok());
+    for (;;) {  // decoding
+      {
+        std::lock_guard lock(mutex);
+        if (times.size() >= 2) return;
+      }
+      std::this_thread::sleep_for(std::chrono::milliseconds(1));
+    }
+  }
+  // The longest gap between two of its tokens within [from, to].
+  double longest_gap_s(std::chrono::steady_clock::time_point from, std::chrono::steady_clock::time_point to) {
+    std::lock_guard lock(mutex);
+    double longest = 0;
+    for (size_t i = 1; i < times.size(); ++i) {
+      if (times[i] < from || times[i - 1] > to) continue;
+      longest = std::max(longest, std::chrono::duration<double>(times[i] - times[i - 1]).count());
+    }
+    return longest;
+  }
+};
+
+// b's decoding is watched for 300 ms after the storage work starts, with no other call to the
+// runtime meanwhile (a log write would wait for the snapshot's current chunk transaction: on this
+// slowed disk, hundreds of ms). Done on the engine thread, the work would stop b for all of it.
+constexpr auto kWatchWindow = std::chrono::milliseconds(300);
+constexpr double kMaxGapSeconds = 0.15;
+
 TEST_CASE("a snapshot is written off the engine thread: other sessions decode meanwhile, its own session waits",
           "[agents]") {
   storage::testing::FaultingVfs disk;  // installed before the runtime opens its connections
@@ -194,60 +236,60 @@ TEST_CASE("a snapshot is written off the engine thread: other sessions decode me
     REQUIRE(rt->stats().snapshots >= n);
   };
   wait_for_snapshots(1);
-
-  // b decodes a long answer throughout; the time of each of its tokens is kept.
-  Collector decoding;
-  std::mutex times_mutex;
-  std::vector<std::chrono::steady_clock::time_point> times;
-  EventSink to_collector = decoding.sink();
-  auto timed = [&](const ResponseEvent& e) {
-    if (e.kind == ResponseEvent::Kind::kTextDelta) {
-      std::lock_guard lock(times_mutex);
-      times.push_back(std::chrono::steady_clock::now());
-    }
-    to_collector(e);
-  };
-  REQUIRE(rt->append_input(b, {{InputItem::Kind::kUserMessage, "Tell me a long story", ""}}).ok());
-  REQUIRE(rt->create_response(b, greedy(4000), timed).ok());
-  auto n_tokens = [&] {
-    std::lock_guard lock(times_mutex);
-    return times.size();
-  };
-  while (n_tokens() < 2) std::this_thread::sleep_for(std::chrono::milliseconds(1));
+  TimedDecoder decoder;
+  decoder.start(*rt, b);
 
   // From here on the snapshot writer's disk is slow: a's next snapshot takes a while.
-  disk.slow_writes(storage::kThreadName, std::chrono::milliseconds(40));
-  const RuntimeStats before = rt->stats();
+  disk.slow_io(storage::kThreadName, std::chrono::milliseconds(40));
+  const int64_t snapshots = rt->stats().snapshots;
   REQUIRE(turn(*rt, a, "Again", 3).kind == ResponseEvent::Kind::kCompleted);  // its snapshot starts now
   const auto started = std::chrono::steady_clock::now();
-  // b's tokens in the next 300 ms, with no other call to the runtime (a log write would wait for
-  // the snapshot's current chunk transaction: on this disk, hundreds of ms).
-  const auto window_end = started + std::chrono::milliseconds(300);
-  std::this_thread::sleep_until(window_end);
+  std::this_thread::sleep_until(started + kWatchWindow);
   Collector next;  // a's next response waits for the snapshot, and is exact
   REQUIRE(rt->append_input(a, {{InputItem::Kind::kUserMessage, "Once more", ""}}).ok());
   REQUIRE(rt->create_response(a, greedy(3), next.sink()).ok());
-  wait_for_snapshots(before.snapshots + 1);
+  wait_for_snapshots(snapshots + 1);
   const auto written = std::chrono::steady_clock::now();
-  disk.slow_writes({}, {});
-  const double snapshot_s = rt->stats().snapshot_seconds - before.snapshot_seconds;
-  double longest_gap_s = 0;  // between b's tokens in the window
-  {
-    std::lock_guard lock(times_mutex);
-    for (size_t i = 1; i < times.size(); ++i) {
-      if (times[i] < started || times[i - 1] > window_end) continue;
-      longest_gap_s = std::max(longest_gap_s, std::chrono::duration<double>(times[i] - times[i - 1]).count());
-    }
-  }
-  INFO("a's snapshot took " << snapshot_s << " s; b's longest gap between tokens in the first 0.3 s " << longest_gap_s
-                            << " s");
-  CHECK(written > window_end);  // the slow disk at work: the window lies within the snapshot
-  // Written on the engine thread, the snapshot would have stopped b's decoding for all the window.
-  CHECK(longest_gap_s < 0.15);
+  disk.slow_io({}, {});
+  const double gap = decoder.longest_gap_s(started, started + kWatchWindow);
+  INFO("b's longest gap between tokens while a's snapshot was written: " << gap << " s");
+  CHECK(written > started + kWatchWindow);  // the slow disk at work: the window lies within the snapshot
+  CHECK(gap < kMaxGapSeconds);
   CHECK(next.wait().kind == ResponseEvent::Kind::kCompleted);
   REQUIRE(rt->cancel(b).ok());
-  decoding.wait();
+  decoder.events.wait();
   REQUIRE(rt->swap_out(a).ok());
+  check_exact(*rt, db, a);
+  check_exact(*rt, db, b);
+}
+
+TEST_CASE("a swapped-out session is read back off the engine thread: other sessions decode meanwhile", "[agents]") {
+  storage::testing::FaultingVfs disk;
+  TempDir dir;
+  const std::string db = dir / "hippo.db";
+  auto rt = open_runtime(db);
+  const std::string a = *rt->create_session({});
+  const std::string b = *rt->create_session({});
+  REQUIRE(turn(*rt, a, "Hello", 3).kind == ResponseEvent::Kind::kCompleted);
+  REQUIRE(rt->swap_out(a).ok());
+  TimedDecoder decoder;
+  decoder.start(*rt, b);
+
+  disk.slow_io(kRestoreThreadName, std::chrono::milliseconds(40));
+  Collector resumed;
+  REQUIRE(rt->append_input(a, {{InputItem::Kind::kUserMessage, "Again", ""}}).ok());
+  REQUIRE(rt->create_response(a, greedy(3), resumed.sink()).ok());  // restored on the restore thread
+  const auto started = std::chrono::steady_clock::now();
+  CHECK(resumed.wait().kind == ResponseEvent::Kind::kCompleted);
+  const auto done = std::chrono::steady_clock::now();
+  disk.slow_io({}, {});
+  const double gap = decoder.longest_gap_s(started, started + kWatchWindow);
+  INFO("b's longest gap between tokens while a was read back: " << gap << " s");
+  CHECK(done > started + kWatchWindow);  // the slow disk at work
+  CHECK(gap < kMaxGapSeconds);
+  CHECK(rt->stats().resumes == 1);
+  REQUIRE(rt->cancel(b).ok());
+  decoder.events.wait();
   check_exact(*rt, db, a);
   check_exact(*rt, db, b);
 }

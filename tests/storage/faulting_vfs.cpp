@@ -43,9 +43,6 @@ bool should_fail() {
 }
 
 int x_close(sqlite3_file* f) { return as_file(f)->real()->pMethods->xClose(as_file(f)->real()); }
-int x_read(sqlite3_file* f, void* buf, int n, sqlite3_int64 off) {
-  return as_file(f)->real()->pMethods->xRead(as_file(f)->real(), buf, n, off);
-}
 void maybe_slow_down() {
   std::chrono::microseconds delay{0};
   {
@@ -58,6 +55,10 @@ void maybe_slow_down() {
   std::this_thread::sleep_for(delay);
 }
 
+int x_read(sqlite3_file* f, void* buf, int n, sqlite3_int64 off) {
+  maybe_slow_down();
+  return as_file(f)->real()->pMethods->xRead(as_file(f)->real(), buf, n, off);
+}
 int x_write(sqlite3_file* f, const void* buf, int n, sqlite3_int64 off) {
   if (should_fail()) return SQLITE_IOERR_WRITE;
   maybe_slow_down();
@@ -145,7 +146,7 @@ FaultingVfs::FaultingVfs() {
   g_vfs.xCurrentTimeInt64 = x_current_time64;
   g_countdown = 0;
   g_fired = false;
-  slow_writes({}, {});
+  slow_io({}, {});
   sqlite3_vfs_register(&g_vfs, 1);
 }
 
@@ -161,7 +162,7 @@ void FaultingVfs::fail_at(long n) {
 
 bool FaultingVfs::fired() const { return g_fired; }
 
-void FaultingVfs::slow_writes(const std::string& thread_name, std::chrono::microseconds delay) {
+void FaultingVfs::slow_io(const std::string& thread_name, std::chrono::microseconds delay) {
   std::lock_guard lock(g_slow_mutex);
   g_slow_thread = thread_name;
   g_slow_delay = delay;

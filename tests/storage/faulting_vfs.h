@@ -1,5 +1,5 @@
 // A SQLite VFS for fault tests: it wraps the default VFS and makes the Nth write (or sync) fail
-// with SQLITE_IOERR, the way a failing disk would, or makes one thread's writes slow. Installed as
+// with SQLITE_IOERR, the way a failing disk would, or makes one thread's reads and writes slow. Installed as
 // the default VFS while a FaultingVfs object lives, so the real store code runs unchanged on top
 // of it.
 #pragma once
@@ -21,9 +21,9 @@ class FaultingVfs {
   void fail_at(long n);
   // Whether the armed fault has fired.
   bool fired() const;
-  // Every write of threads named thread_name (pthread_setname_np) takes `delay` longer; an empty
-  // name: none.
-  void slow_writes(const std::string& thread_name, std::chrono::microseconds delay);
+  // Every read and write of threads named thread_name (pthread_setname_np) takes `delay` longer;
+  // an empty name: none.
+  void slow_io(const std::string& thread_name, std::chrono::microseconds delay);
 };
 
 }  // namespace hippo::storage::testing
