@@ -8,6 +8,7 @@
 #include "engine/tokenizer/tokenizer.h"
 #include "storage/kv_snapshot_writer.h"
 #include "storage/store.h"
+#include "storage/worker_pool.h"
 
 #include <boost/json.hpp>
 #include <fmt/format.h>
@@ -1114,10 +1115,12 @@ class AgentRuntime::Engine {
   void start_restore(AgentSession& s) {
     auto task = std::make_shared<std::packaged_task<Result<std::shared_ptr<engine::SessionState>>()>>(
         [this, id = s.id, stored = s.stored_tokens]() -> Result<std::shared_ptr<engine::SessionState>> {
+          storage::lower_thread_priority(storage::kWriterNice);
           Result<engine::SessionState> state = read_state(*restore_store_, id, stored);
           if (!state.ok()) return state.status();
           return std::make_shared<engine::SessionState>(std::move(*state));
         });
+    log::debug("restore started", {{"session", s.id}, {"tokens", s.stored_tokens}});
     s.restoring = RestoreInFlight{task->get_future(), Clock::now()};
     restoring_.push_back(s.id);
     restorer_.post([this, task] {
@@ -1140,6 +1143,7 @@ class AgentRuntime::Engine {
       return;
     }
     s.state = std::move(*restored);
+    log::debug("restored", {{"session", s.id}, {"tokens", s.state->n_tokens()}, {"seconds", seconds_between(done.started, Clock::now())}});
     s.stored_tokens = 0;
     s.last_used = ++clock_;
     ++stats_.resumes;
@@ -1398,8 +1402,10 @@ Result<std::unique_ptr<AgentRuntime>> AgentRuntime::open(engine::Model& model, c
   HIPPO_ASSIGN_OR_RETURN(std::unique_ptr<storage::SessionStore> store,
                          storage::SessionStore::open(options.db_path, engine_store));
   HIPPO_ASSIGN_OR_RETURN(std::unique_ptr<storage::KvSnapshotWriter> writer, storage::KvSnapshotWriter::open(options.db_path));
+  storage::StoreOptions restore_options = engine_store;
+  restore_options.codec_nice = storage::kWriterNice;  // background work, as the writer's
   HIPPO_ASSIGN_OR_RETURN(std::unique_ptr<storage::SessionStore> restore_store,
-                         storage::SessionStore::open(options.db_path, engine_store));
+                         storage::SessionStore::open(options.db_path, restore_options));
   return std::unique_ptr<AgentRuntime>(new AgentRuntime(std::make_unique<Engine>(
       model, tokenizer, options, std::move(store), std::move(writer), std::move(restore_store))));
 }

@@ -5,8 +5,8 @@
 //   resume       time to first token of a swapped-out session with a long context, against
 //                prefilling the same context
 //   idle         resident memory per idle, swapped-out session, over many sessions
-//   swap         inter-token latency of decoding sessions, alone and while the memory manager swaps
-//                out an idle session of about 1M tokens (p50, p99)
+//   swap         inter-token latency of decoding sessions, alone, while the memory manager swaps out
+//                an idle session of about 1M tokens, and while it is read back (p50, p99)
 #include "agents/runtime.h"
 #include "api/cli/cli.h"
 #include "api/cli/process_memory.h"
@@ -427,6 +427,15 @@ Result<boost::json::object> bench_swap(Bench& b, const AgentsBenchOptions& o) {
   const agents::RuntimeStats after = rt->stats();
   if (after.swap_outs == before.swap_outs)
     return make_error(ErrorCode::kInternal, "bench agents swap: the long session was not swapped out");
+  // And back: a response on the long session has it read back (off the engine thread) while
+  // decoders run, until the runtime counts the resume.
+  HIPPO_RETURN_IF_ERROR(rt->append_input(long_session.id, {{InputItem::Kind::kUserMessage, "Back again.", ""}}));
+  Watch back;
+  HIPPO_ASSIGN_OR_RETURN(std::vector<double> restoring, decode_gaps(b, *rt, o.latency_decoders, [&] {
+    return rt->create_response(long_session.id, sampled(1, 0), back.sink());
+  }, [&] { return rt->stats().resumes > after.resumes; }));
+  const double restore_s = rt->stats().resume_seconds - after.resume_seconds;
+  HIPPO_RETURN_IF_ERROR(back.wait().status());
   const double p99_alone = percentile(alone, 0.99);
   return boost::json::object{
       {"decoders", o.latency_decoders},
@@ -444,6 +453,12 @@ Result<boost::json::object> bench_swap(Bench& b, const AgentsBenchOptions& o) {
       {"p99_ratio", percentile(during, 0.99) / p99_alone},
       {"samples_alone", alone.size()},
       {"samples_during", during.size()},
+      {"restore_seconds", restore_s},
+      {"restore_p50_ms", 1e3 * percentile(restoring, 0.5)},
+      {"restore_p99_ms", 1e3 * percentile(restoring, 0.99)},
+      {"restore_max_ms", 1e3 * percentile(restoring, 1.0)},
+      {"restore_p99_ratio", percentile(restoring, 0.99) / p99_alone},
+      {"samples_restore", restoring.size()},
   };
 }
 
@@ -526,6 +541,10 @@ Status run_agents_bench(const AgentsBenchOptions& o, std::ostream& out) {
         static_cast<double>(s->at("swap_out_stored_bytes").as_int64()) / 1e6, s->at("during_p50_ms").as_double(),
         s->at("during_p99_ms").as_double(), s->at("during_max_ms").as_double(), s->at("samples_during").as_uint64(),
         s->at("p99_ratio").as_double());
+    out << fmt::format("      and while it is read back ({:.1f} s) {:.2f}/{:.2f} ms, max {:.1f} ms ({} gaps): p99 {:.2f}x\n",
+                       s->at("restore_seconds").as_double(), s->at("restore_p50_ms").as_double(),
+                       s->at("restore_p99_ms").as_double(), s->at("restore_max_ms").as_double(),
+                       s->at("samples_restore").as_uint64(), s->at("restore_p99_ratio").as_double());
   }
   return {};
 }
