@@ -50,6 +50,16 @@ struct InFlight {
   }
 };
 
+// The integers in the first column of every row the statement yields.
+Result<std::vector<std::int64_t>> first_column_ints(Statement& select) {
+  std::vector<std::int64_t> out;
+  for (;;) {
+    HIPPO_ASSIGN_OR_RETURN(bool row, select.step());
+    if (!row) return out;
+    out.push_back(select.column_int(0));
+  }
+}
+
 Status validate(const SnapshotRequest& request) {
   const std::string& id = request.session_id;
   if (request.fingerprint.empty())
@@ -331,24 +341,15 @@ Status SessionStore::remove_incomplete_snapshots(std::string_view session_id) {
   HIPPO_ASSIGN_OR_RETURN(Statement select,
                          Statement::prepare(*db_, "SELECT id FROM snapshots WHERE session_id = ? AND complete = 0"));
   select.bind(1, session_id);
-  std::vector<std::int64_t> ids;
-  for (;;) {
-    HIPPO_ASSIGN_OR_RETURN(bool row, select.step());
-    if (!row) break;
-    ids.push_back(select.column_int(0));
-  }
+  HIPPO_ASSIGN_OR_RETURN(std::vector<std::int64_t> ids, first_column_ints(select));
   return remove_snapshots(ids);
 }
+
 Status SessionStore::prune_snapshots(std::string_view session_id) {
   HIPPO_ASSIGN_OR_RETURN(Statement old, Statement::prepare(*db_, "SELECT id FROM snapshots WHERE session_id = ? AND "
                                                                  "complete = 1 ORDER BY id DESC LIMIT -1 OFFSET ?"));
   old.bind(1, session_id).bind(2, std::int64_t{options_.keep_snapshots});
-  std::vector<std::int64_t> doomed;
-  for (;;) {
-    HIPPO_ASSIGN_OR_RETURN(bool row, old.step());
-    if (!row) break;
-    doomed.push_back(old.column_int(0));
-  }
+  HIPPO_ASSIGN_OR_RETURN(std::vector<std::int64_t> doomed, first_column_ints(old));
   return remove_snapshots(doomed);
 }
 

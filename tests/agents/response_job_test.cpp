@@ -106,7 +106,7 @@ TEST_CASE("a DSML tool call streams as events and ends the response with tool_ca
   CHECK(replayed.calls[0].arguments == job.turn().calls[0].arguments);
 }
 
-TEST_CASE("a stop sequence ends the answer before it; the limit ends it with length", "[agents]") {
+TEST_CASE("a stop sequence ends the answer before it, the limit ends it with length", "[agents]") {
   std::string text;
   ResponseOptions options;
   options.stop = {"STOP"};
@@ -128,7 +128,7 @@ TEST_CASE("a stop sequence ends the answer before it; the limit ends it with len
   CHECK(limited == tok().decode(std::vector<int32_t>(ids.begin(), ids.begin() + 3)));
 }
 
-TEST_CASE("special tokens are left out of the text, as skip_special_tokens does; the ids are kept", "[agents]") {
+TEST_CASE("special tokens are left out of the text, as skip_special_tokens does, the ids are kept", "[agents]") {
   const std::optional<int32_t> placeholder = tok().added_token_id("<｜place▁holder▁no▁7｜>");
   REQUIRE(placeholder.has_value());
   REQUIRE(tok().added_vocabulary().by_id(*placeholder)->special);

@@ -32,7 +32,7 @@ namespace {
 
 using namespace hippo::agents::testing;
 
-TEST_CASE("a response streams events and completes; the log's ids are the session's", "[agents]") {
+TEST_CASE("a response streams events and completes, the log's ids are the session's", "[agents]") {
   TempDir dir;
   const std::string db = dir / "hippo.db";
   auto rt = open_runtime(db);
@@ -152,7 +152,7 @@ TEST_CASE("64 interleaved sessions each equal the same session run alone", "[age
   }
 }
 
-TEST_CASE("the KV memory budget is never exceeded; evicted sessions continue exactly", "[agents]") {
+TEST_CASE("the KV memory budget is never exceeded, evicted sessions continue exactly", "[agents]") {
   TempDir dir;
   const std::string db = dir / "hippo.db";
   RuntimeOptions options;
@@ -458,7 +458,7 @@ using namespace hippo::agents::testing;
 // store, ids rendered by the real chat encoder): the session comes back awaiting both results,
 // refuses a response until they are in, and renders them in the order of the calls whatever the
 // order they were given in.
-TEST_CASE("tool calls: awaiting_tool until every result is in; results rendered in call order", "[agents]") {
+TEST_CASE("tool calls: awaiting_tool until every result is in, results rendered in call order", "[agents]") {
   TempDir dir;
   const std::string db = dir / "hippo.db";
   SessionSettings settings;
@@ -729,7 +729,7 @@ namespace {
 
 using namespace hippo::agents::testing;
 
-TEST_CASE("a turn whose log write fails ends with an error; the session then continues from its log, exactly",
+TEST_CASE("a turn whose log write fails ends with an error, the session then continues from its log, exactly",
           "[agents]") {
   TempDir dir;
   const std::string db = dir / "hippo.db";

@@ -40,7 +40,7 @@ TEST_CASE("a reconnecting client gets exactly the events it missed, then the liv
   CHECK(streams.attached("s"));
 }
 
-TEST_CASE("a new attachment replaces the old one; after_seq must be a seq of the stream", "[server]") {
+TEST_CASE("a new attachment replaces the old one, after_seq must be a seq of the stream", "[server]") {
   SessionStreams streams(1 << 20);
   int old_calls = 0, new_calls = 0;
   REQUIRE(streams.attach("s", 1, [&](boost::json::object, bool) { ++old_calls; }, std::nullopt).ok());
@@ -54,7 +54,7 @@ TEST_CASE("a new attachment replaces the old one; after_seq must be a seq of the
   CHECK(streams.detach("s", 2));  // the failed attaches changed nothing
 }
 
-TEST_CASE("the replay buffer is bounded; asking for dropped events is an error, not a silent gap", "[server]") {
+TEST_CASE("the replay buffer is bounded, asking for dropped events is an error, not a silent gap", "[server]") {
   SessionStreams streams(2000);
   for (int i = 0; i < 100; ++i) streams.publish("s", delta(std::string(50, 'x')));
   CHECK(streams.kept_bytes() <= 2000);
@@ -79,7 +79,7 @@ TEST_CASE("the replay buffer is bounded; asking for dropped events is an error, 
   CHECK(streams.kept_bytes() == 0);
 }
 
-TEST_CASE("the answer to a resume precedes the replay; a running response knows when it lost its reader", "[server]") {
+TEST_CASE("the answer to a resume precedes the replay, a running response knows when it lost its reader", "[server]") {
   SessionStreams streams(1 << 20);
   CHECK_FALSE(streams.unattached_for("s"));
   std::vector<std::string> order;

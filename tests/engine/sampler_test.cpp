@@ -30,7 +30,7 @@ TEST_CASE("greedy takes the lowest id among equal maxima", "[sampler]") {
   CHECK(greedy.next(std::vector<float>{1.0f, 3.0f, 3.0f, 2.0f}) == 1);
 }
 
-TEST_CASE("the same seed gives the same draws; another seed others", "[sampler]") {
+TEST_CASE("the same seed gives the same draws, another seed others", "[sampler]") {
   SamplingParams p;
   p.temperature = 1.0;
   p.seed = 42;
@@ -47,7 +47,7 @@ TEST_CASE("the same seed gives the same draws; another seed others", "[sampler]"
   CHECK(da != dc);
 }
 
-TEST_CASE("temperature sampling follows the softmax; the cuts remove what they should", "[sampler]") {
+TEST_CASE("temperature sampling follows the softmax, the cuts remove what they should", "[sampler]") {
   constexpr int kDraws = 40000;
   SamplingParams p;
   p.temperature = 1.0;
@@ -99,7 +99,7 @@ TEST_CASE("over a vocabulary-sized row the draw follows the softmax across block
   }
 }
 
-TEST_CASE("without a seed each sampler draws one and reports it; the reported seed repeats the draws", "[sampler]") {
+TEST_CASE("without a seed each sampler draws one and reports it, the reported seed repeats the draws", "[sampler]") {
   std::vector<float> logits(1000);
   for (size_t i = 0; i < logits.size(); ++i) logits[i] = static_cast<float>(i % 7) * 0.1f;
   SamplingParams p;

@@ -172,7 +172,7 @@ TEST_CASE("a locked database fails after the busy timeout with a clear error", "
   REQUIRE(store->write_snapshot(TestState(default_shapes(), 6'000).request("s1")).ok());
 }
 
-TEST_CASE("after an I/O error the store fails closed; reopened, the last commit restores", "[storage][fault]") {
+TEST_CASE("after an I/O error the store fails closed, reopened, the last commit restores", "[storage][fault]") {
   TempDir dir;
   const std::string path = dir.file("hippo.db");
   FaultingVfs vfs;

@@ -46,7 +46,7 @@ TEST_CASE("a new database gets the schema, WAL mode and the format version", "[s
   open_store(path);  // reopening applies nothing and keeps the data
 }
 
-TEST_CASE("sessions: create, get, list, status, remove; ids are checked", "[storage]") {
+TEST_CASE("sessions: create, get, list, status, remove, ids are checked", "[storage]") {
   TempDir dir;
   auto store = open_store(dir.file("hippo.db"));
   make_session(*store, "alpha");
@@ -90,7 +90,7 @@ TEST_CASE("the conversation log keeps content and tool calls byte-exact", "[stor
   CHECK((*log)[0].token_ids.empty());
 }
 
-TEST_CASE("the log keeps each message's token ids; a version-1 database is migrated", "[storage]") {
+TEST_CASE("the log keeps each message's token ids, a version-1 database is migrated", "[storage]") {
   TempDir dir;
   const std::string path = dir.file("hippo.db");
   {
@@ -106,7 +106,8 @@ TEST_CASE("the log keeps each message's token ids; a version-1 database is migra
     REQUIRE(db->exec("DROP INDEX sessions_by_tenant; ALTER TABLE tenants DROP COLUMN max_sessions; ALTER TABLE "
                      "tenants DROP COLUMN tokens_per_minute; ALTER TABLE tenants DROP COLUMN max_prompt_tokens; ALTER "
                      "TABLE sessions DROP COLUMN kind; DROP INDEX sessions_by_prefix_key; ALTER TABLE sessions DROP COLUMN "
-                     "prefix_key; DROP TABLE responses; ALTER TABLE messages DROP COLUMN token_ids; UPDATE meta "
+                     "prefix_key; DROP TABLE responses; ALTER TABLE snapshots DROP COLUMN complete; ALTER TABLE messages DROP "
+                     "COLUMN token_ids; UPDATE meta "
                      "SET value = '1' WHERE key = 'format_version'").ok());
   }
   auto store = open_store(path);
@@ -467,7 +468,7 @@ TEST_CASE("bad snapshot requests and restore targets are clear errors", "[storag
   CHECK(store->restore_snapshot(*latest, kFingerprint, targets).status().code() == ErrorCode::kInvalidArgument);
 }
 
-TEST_CASE("fork shares chunks by reference; the fork and its parent then diverge", "[storage][fork]") {
+TEST_CASE("fork shares chunks by reference, the fork and its parent then diverge", "[storage][fork]") {
   TempDir dir;
   const std::string path = dir.file("hippo.db");
   auto store = open_store(path);
@@ -503,7 +504,7 @@ TEST_CASE("fork shares chunks by reference; the fork and its parent then diverge
   CHECK(count_rows(path, "SELECT count(*) FROM kv_chunks") == 0);
 }
 
-TEST_CASE("export writes one portable file; import checks it and brings the session back", "[storage][transfer]") {
+TEST_CASE("export writes one portable file, import checks it and brings the session back", "[storage][transfer]") {
   TempDir dir;
   auto store = open_store(dir.file("hippo.db"));
   make_session(*store, "s1");

@@ -223,7 +223,7 @@ TEST_CASE("a parser started inside the tool-call block reads the same calls as o
   CHECK(n_checked >= 100);
 }
 
-TEST_CASE("inside the prompt's block: text after it is the answer; a broken or unclosed block is kMalformed", "[dsml]") {
+TEST_CASE("inside the prompt's block: text after it is the answer, a broken or unclosed block is kMalformed", "[dsml]") {
   const std::string invoke = "<｜DSML｜ invoke name=\"f\">\n<｜DSML｜ parameter name=\"s\" string=\"true\">hi</｜DSML｜ parameter>\n"
                              "</｜DSML｜ invoke>\n";
   const std::string body = invoke + "</｜DSML｜ calls>";
@@ -282,7 +282,7 @@ TEST_CASE("malformed markup is reported and the rest is answer text", "[dsml]") 
   CHECK(joined_text(again, Kind::kText).empty());
 }
 
-TEST_CASE("DSML inside reasoning is reasoning; string=\"false\" values are JSON or passed as strings", "[dsml]") {
+TEST_CASE("DSML inside reasoning is reasoning, string=\"false\" values are JSON or passed as strings", "[dsml]") {
   const DsmlStreamParser::Options v41{ModelFamily::kV41, true};
   const std::string text =
       "I could write <｜DSML｜ calls>\n<｜DSML｜ invoke name=\"x\"> here</think>Done.\n\n<｜DSML｜ calls>\n"
