@@ -303,6 +303,8 @@ struct LongSession {
 };
 
 Result<LongSession> write_long_session(Bench& b, const std::string& db, int64_t n_tokens) {
+  // Within the model's context, with room for the turns the section adds.
+  n_tokens = std::min(n_tokens, b.model.text().max_position_embeddings - 4096);
   // Random words, as many as make about n_tokens (their tokens per word measured on a sample).
   std::mt19937 rng(7);
   const char* words[] = {" river", " hippo", " agent", " memory", " token", " window", " stream", " cache"};
@@ -393,9 +395,8 @@ Result<boost::json::object> bench_swap(Bench& b, const AgentsBenchOptions& o) {
   const uint64_t response = fresh + engine::SessionState::growth_bytes(text, 32768 + 64) + logits;
   agents::RuntimeOptions options;
   options.db_path = db;
-  options.kv_memory_bytes = b.model.new_session().memory_bytes() +
-                            engine::SessionState::growth_bytes(text, long_session.n_tokens) + logits +
-                            static_cast<uint64_t>(o.latency_decoders) * response + response / 2;
+  options.kv_memory_bytes =
+      long_session.state_bytes + static_cast<uint64_t>(o.latency_decoders) * response + response / 2;
   HIPPO_ASSIGN_OR_RETURN(auto rt, AgentRuntime::open(b.model, b.tok, options));
   // Restored, then one short turn (its state is now ahead of its snapshot), and its snapshots
   // removed behind the runtime's back: the swap-out writes the whole state, as for a session whose
@@ -568,7 +569,8 @@ void add_bench_agents_command(CLI::App& bench, Invocation& inv) {
   cmd->add_option("--resume-context", o->resume_context, "Context tokens of the swapped-out session (resume)")
       ->check(CLI::PositiveNumber)->capture_default_str();
   cmd->add_option("--idle-sessions", o->idle_sessions, "Swapped-out sessions (idle)")->check(CLI::PositiveNumber)->capture_default_str();
-  cmd->add_option("--swap-context", o->swap_context, "Context tokens of the session swapped out (swap)")
+  cmd->add_option("--swap-context", o->swap_context,
+                  "Context tokens of the session swapped out, at most the model's context less 4,096 (swap)")
       ->check(CLI::PositiveNumber)->capture_default_str();
   cmd->add_option("--sections", o->sections, "Which sections to run")
       ->delimiter(',')
