@@ -33,6 +33,19 @@ inline constexpr std::string_view kRoleUser = "user";
 inline constexpr std::string_view kRoleTool = "tool";
 inline constexpr std::string_view kRoleAssistantInput = "assistant_input";
 
+// A snapshot of a session's state as storage takes it (the streams point into the state).
+inline storage::SnapshotRequest snapshot_request(const std::string& session_id, const std::string& fingerprint,
+                                                 const engine::SessionState& state) {
+  storage::SnapshotRequest request;
+  request.session_id = session_id;
+  request.fingerprint = fingerprint;
+  request.n_tokens = state.n_tokens();
+  request.frontier = state.frontier();
+  for (const engine::StateStream& stream : state.streams())
+    request.streams.push_back({stream.name, stream.entry_bytes, storage::Filter::kBytePlane, stream.bytes});
+  return request;
+}
+
 // A snapshot of the session being written by the runtime's snapshot writer, off the engine thread.
 // The writer co-owns the state and reads its bytes meanwhile, so nothing may change the state
 // until it is written: the session's next response is admitted only then.

@@ -43,6 +43,16 @@ tokenizer::ModelFamily chat_family(const tokenizer::Tokenizer& tokenizer) {
   return tokenizer.added_token_id("<｜System｜>") ? tokenizer::ModelFamily::kV41 : tokenizer::ModelFamily::kV4;
 }
 
+tokenizer::ChatOptions chat_options(const SessionSettings& settings, const tokenizer::Tokenizer& tokenizer) {
+  tokenizer::ChatOptions options;
+  options.family = chat_family(tokenizer);
+  options.thinking = settings.thinking;
+  options.effort = settings.effort;
+  options.tools = settings.tools;
+  options.tool_choice = settings.tool_choice;
+  return options;
+}
+
 OutputStart output_start(const tokenizer::ChatOptions& options) {
   return {options.thinking, tokenizer::generation_prompt_opens_tool_calls(options)};
 }

@@ -34,6 +34,9 @@ struct AssistantTurn {
 // tokenizer (which the V4.1 checkpoints of `model init` carry) speaks V4's.
 tokenizer::ModelFamily chat_family(const tokenizer::Tokenizer& tokenizer);
 
+// How a session of these settings renders (its chat encoder's options).
+tokenizer::ChatOptions chat_options(const SessionSettings& settings, const tokenizer::Tokenizer& tokenizer);
+
 // Where the model's output starts: in reasoning (thinking mode), and inside the tool-call block that
 // the generation prompt opened (a tool call required); see DsmlStreamParser::Options.
 struct OutputStart {

@@ -36,16 +36,6 @@ double seconds_between(Clock::time_point a, Clock::time_point b) {
   return a == Clock::time_point{} || b == Clock::time_point{} ? 0.0 : std::chrono::duration<double>(b - a).count();
 }
 
-tokenizer::ChatOptions chat_options(const SessionSettings& settings, tokenizer::ModelFamily family) {
-  tokenizer::ChatOptions options;
-  options.family = family;
-  options.thinking = settings.thinking;
-  options.effort = settings.effort;
-  options.tools = settings.tools;
-  options.tool_choice = settings.tool_choice;
-  return options;
-}
-
 // What one response renders: the inputs, after the system block when they are the session's first.
 // A response and the log's replay of it both render through here, so they agree to the id.
 std::vector<tokenizer::Message> prompt_messages(const SessionSettings& settings, bool first,
@@ -126,6 +116,7 @@ class AgentRuntime::Engine {
     empty_state_bytes_ = model_.new_session().memory_bytes();
     if (options_.max_context_tokens <= 0 || options_.max_context_tokens > model_.text().max_position_embeddings)
       options_.max_context_tokens = model_.text().max_position_embeddings;
+    restorer_.post([] { storage::lower_thread_priority(storage::kBackgroundNice); });
     thread_ = std::thread([this] { run(); });
   }
 
@@ -165,7 +156,7 @@ class AgentRuntime::Engine {
     row.settings = settings_to_json(settings);
     HIPPO_ASSIGN_OR_RETURN(storage::SessionInfo info, store_->create_session(row));
     // No model state until its first response needs one.
-    auto session = std::make_unique<AgentSession>(info.id, settings, tokenizer::ChatEncoder(tokenizer_, chat_options(settings, chat_family(tokenizer_))));
+    auto session = std::make_unique<AgentSession>(info.id, settings, tokenizer::ChatEncoder(tokenizer_, chat_options(settings, tokenizer_)));
     session->tenant = info.tenant_id;
     session->completion = kind == storage::kSessionKindCompletion;
     session->last_used = ++clock_;
@@ -283,7 +274,7 @@ class AgentRuntime::Engine {
     s->inputs.clear();
     s->pending.insert(s->pending.end(), suffix.ids.begin(), suffix.ids.end());
     s->job = std::make_unique<ResponseJob>(tokenizer_, static_cast<int32_t>(model_.config().eos_token_id),
-                                           output_start(chat_options(s->settings, chat_family(tokenizer_))),
+                                           output_start(chat_options(s->settings, tokenizer_)),
                                            std::move(options), std::move(sink), s->n_calls);
     s->prefill_wait_steps = 0;
     s->job->input_tokens = context;
@@ -1006,14 +997,7 @@ class AgentRuntime::Engine {
       if (then_free) free_state(s);
       return Status::ok_status();
     }
-    storage::SnapshotRequest request;
-    request.session_id = s.id;
-    request.fingerprint = model_.fingerprint();
-    request.n_tokens = s.state->n_tokens();
-    request.frontier = s.state->frontier();
-    for (const engine::StateStream& stream : s.state->streams()) {
-      request.streams.push_back({stream.name, stream.entry_bytes, storage::Filter::kBytePlane, stream.bytes});
-    }
+    storage::SnapshotRequest request = snapshot_request(s.id, model_.fingerprint(), *s.state);
     request.owner = s.state;
     HIPPO_ASSIGN_OR_RETURN(auto written, writer_->submit(std::move(request), [this](const auto&) { note_storage_done(); }));
     s.snapshot = SnapshotInFlight{std::move(written), s.state->n_tokens(), Clock::now(), then_free};
@@ -1043,7 +1027,8 @@ class AgentRuntime::Engine {
       if (it == sessions_.end() || !it->second->restoring) return true;
       AgentSession& s = *it->second;
       if (s.restoring->restored.wait_for(std::chrono::seconds(0)) != std::future_status::ready) return false;
-      settle_restore(s);
+      Status st = settle_restore(s);
+      if (!st.ok()) log::warn("session not resumed", {{"session", s.id}, {"error", st.message()}});
       return true;
     });
     std::erase_if(writing_, [&](const std::string& id) {
@@ -1109,18 +1094,14 @@ class AgentRuntime::Engine {
            engine::SessionState::logits_bytes(model_.text());
   }
 
-  // Brings the session's model state back: its latest snapshot's bytes, checked; when that
-  // snapshot is missing, corrupt or of another model, the whole log is prefilled again.
   // Starts reading the swapped session's state back on the restore thread (RestoreInFlight).
   void start_restore(AgentSession& s) {
     auto task = std::make_shared<std::packaged_task<Result<std::shared_ptr<engine::SessionState>>()>>(
         [this, id = s.id, stored = s.stored_tokens]() -> Result<std::shared_ptr<engine::SessionState>> {
-          storage::lower_thread_priority(storage::kWriterNice);
           Result<engine::SessionState> state = read_state(*restore_store_, id, stored);
           if (!state.ok()) return state.status();
           return std::make_shared<engine::SessionState>(std::move(*state));
         });
-    log::debug("restore started", {{"session", s.id}, {"tokens", s.stored_tokens}});
     s.restoring = RestoreInFlight{task->get_future(), Clock::now()};
     restoring_.push_back(s.id);
     restorer_.post([this, task] {
@@ -1129,31 +1110,20 @@ class AgentRuntime::Engine {
     });
   }
 
-  // Takes the state read back (waiting for it); a state that cannot be used means a rebuild from
-  // the log, done by make_resident().
-  void settle_restore(AgentSession& s) {
-    if (!s.restoring) return;
+  // Takes the state read back (waiting for it); one that cannot be used means a rebuild.
+  Status settle_restore(AgentSession& s) {
     RestoreInFlight done = std::move(*s.restoring);
     s.restoring.reset();
     Result<std::shared_ptr<engine::SessionState>> restored = done.restored.get();
     Status checked = restored.ok() ? check_restored(s, **restored) : restored.status();
-    if (!checked.ok()) {
-      log::warn("session snapshot unusable; rebuilding from the conversation log", {{"session", s.id}, {"error", checked.message()}});
-      s.needs_rebuild = true;
-      return;
-    }
-    s.state = std::move(*restored);
-    log::debug("restored", {{"session", s.id}, {"tokens", s.state->n_tokens()}, {"seconds", seconds_between(done.started, Clock::now())}});
-    s.stored_tokens = 0;
-    s.last_used = ++clock_;
-    ++stats_.resumes;
-    stats_.resume_seconds += seconds_between(done.started, Clock::now());
-    Status st = store_->set_session_status(s.id, status_name(SessionStatus::kReady));
-    if (!st.ok()) log::warn("session status not stored", {{"session", s.id}, {"error", st.message()}});
+    if (!checked.ok()) return rebuild(s, checked);
+    return resumed(s, std::move(*restored), done.started);
   }
 
+  // Brings the session's model state back: its latest snapshot's bytes, checked; when that
+  // snapshot is missing, corrupt or of another model, the whole log is prefilled again.
   Status make_resident(AgentSession& s) {
-    settle_restore(s);
+    if (s.restoring) HIPPO_RETURN_IF_ERROR(settle_restore(s));
     if (s.state) {
       if (s.snapshot) s.snapshot->then_free = false;  // used again: the state stays
       return Status::ok_status();
@@ -1167,19 +1137,33 @@ class AgentRuntime::Engine {
     const auto started = Clock::now();
     Result<engine::SessionState> restored =
         s.needs_rebuild ? Status(ErrorCode::kCorrupt, "its snapshot is ahead of its log") : restore(s);
-    if (restored.ok()) {
-      s.state = std::make_shared<engine::SessionState>(std::move(*restored));
-      ++stats_.resumes;
-      stats_.resume_seconds += seconds_between(started, Clock::now());
-    } else {
-      log::warn("session snapshot unusable; rebuilding from the conversation log",
-                {{"session", s.id}, {"error", restored.status().message()}});
-      ++stats_.rebuilds;
-      // The log holds every id of the session, the pending ones last.
-      HIPPO_ASSIGN_OR_RETURN(s.pending, log_ids(s.id));
-      s.state = std::make_shared<engine::SessionState>(model_.new_session());
-      s.snapshot_tokens = -1;
-    }
+    if (!restored.ok()) return rebuild(s, restored.status());
+    return resumed(s, std::make_shared<engine::SessionState>(std::move(*restored)), started);
+  }
+
+  // The state read back is the session's.
+  Status resumed(AgentSession& s, std::shared_ptr<engine::SessionState> state, Clock::time_point started) {
+    s.state = std::move(state);
+    s.last_used = ++clock_;
+    ++stats_.resumes;
+    stats_.resume_seconds += seconds_between(started, Clock::now());
+    log::debug("session resumed", {{"session", s.id}, {"tokens", s.state->n_tokens()},
+                                   {"seconds", seconds_between(started, Clock::now())}});
+    s.needs_rebuild = false;
+    s.stored_tokens = 0;
+    return store_->set_session_status(s.id, status_name(SessionStatus::kReady));
+  }
+
+  // The state is rebuilt from the log: a new state, every logged id pending.
+  Status rebuild(AgentSession& s, const Status& why) {
+    log::warn("session snapshot unusable; rebuilding from the conversation log", {{"session", s.id}, {"error", why.message()}});
+    ++stats_.rebuilds;
+    s.needs_rebuild = true;  // until it is done: a failed read of the log is not retried by a restore
+    // The log holds every id of the session, the pending ones last.
+    HIPPO_ASSIGN_OR_RETURN(s.pending, log_ids(s.id));
+    s.state = std::make_shared<engine::SessionState>(model_.new_session());
+    s.last_used = ++clock_;
+    s.snapshot_tokens = -1;
     s.needs_rebuild = false;
     s.stored_tokens = 0;
     return store_->set_session_status(s.id, status_name(SessionStatus::kReady));
@@ -1277,7 +1261,7 @@ class AgentRuntime::Engine {
                                 model_.fingerprint()));
     }
     HIPPO_ASSIGN_OR_RETURN(SessionSettings settings, settings_from_json(info.settings));
-    auto s = std::make_unique<AgentSession>(id, settings, tokenizer::ChatEncoder(tokenizer_, chat_options(settings, chat_family(tokenizer_))));
+    auto s = std::make_unique<AgentSession>(id, settings, tokenizer::ChatEncoder(tokenizer_, chat_options(settings, tokenizer_)));
     s->tenant = info.tenant_id;
     s->completion = info.kind == storage::kSessionKindCompletion;
     s->keyed = s->completion;  // it may hold a prefix key: cleared if anything is appended
@@ -1285,7 +1269,7 @@ class AgentRuntime::Engine {
     std::vector<int32_t> ids;
     std::vector<tokenizer::Message> group;
     bool awaiting_answer = false;
-    const OutputStart start = output_start(chat_options(settings, chat_family(tokenizer_)));
+    const OutputStart start = output_start(chat_options(settings, tokenizer_));
     for (const storage::MessageRecord& row : log) {
       if (row.role == kRoleUser || row.role == kRoleTool) {
         InputItem item;
@@ -1403,7 +1387,7 @@ Result<std::unique_ptr<AgentRuntime>> AgentRuntime::open(engine::Model& model, c
                          storage::SessionStore::open(options.db_path, engine_store));
   HIPPO_ASSIGN_OR_RETURN(std::unique_ptr<storage::KvSnapshotWriter> writer, storage::KvSnapshotWriter::open(options.db_path));
   storage::StoreOptions restore_options = engine_store;
-  restore_options.codec_nice = storage::kWriterNice;  // background work, as the writer's
+  restore_options.codec_nice = storage::kBackgroundNice;
   HIPPO_ASSIGN_OR_RETURN(std::unique_ptr<storage::SessionStore> restore_store,
                          storage::SessionStore::open(options.db_path, restore_options));
   return std::unique_ptr<AgentRuntime>(new AgentRuntime(std::make_unique<Engine>(

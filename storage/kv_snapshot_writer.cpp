@@ -12,7 +12,7 @@ Result<std::unique_ptr<KvSnapshotWriter>> KvSnapshotWriter::open(const std::stri
   if (options.read_only) return make_error(ErrorCode::kInvalidArgument, "a snapshot writer needs a writable store");
   StoreOptions writer_options = options;
   writer_options.auto_checkpoint = false;  // run() checkpoints after each snapshot instead
-  writer_options.codec_nice = kWriterNice;
+  writer_options.codec_nice = kBackgroundNice;
   HIPPO_ASSIGN_OR_RETURN(auto store, SessionStore::open(path, writer_options));
   return std::unique_ptr<KvSnapshotWriter>(new KvSnapshotWriter(std::move(store)));
 }
@@ -46,7 +46,7 @@ Result<std::future<Result<SnapshotWriteStats>>> KvSnapshotWriter::submit(Snapsho
 
 void KvSnapshotWriter::run() {
   pthread_setname_np(pthread_self(), kThreadName);
-  lower_thread_priority(kWriterNice);
+  lower_thread_priority(kBackgroundNice);
   auto checkpoint = [this] {
     Status checkpointed = store_->checkpoint();
     if (!checkpointed.ok()) log::warn("checkpoint failed", {{"db", store_->path()}, {"error", checkpointed.message()}});
@@ -66,12 +66,8 @@ void KvSnapshotWriter::run() {
     }
     Result<SnapshotWriteStats> written = store_->write_snapshot(job.request);
     job.request = {};  // the owner's bytes are released before anyone hears of the outcome
-    if (job.on_written) {
-      job.done.set_value(written);
-      job.on_written(written);
-    } else {
-      job.done.set_value(std::move(written));
-    }
+    job.done.set_value(written);
+    if (job.on_written) job.on_written(written);
     checkpoint();
   }
 }

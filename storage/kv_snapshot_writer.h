@@ -35,9 +35,6 @@ namespace hippo::storage {
 inline constexpr std::size_t kMaxQueuedSnapshots = 16;
 inline constexpr std::chrono::seconds kCheckpointInterval{5};
 inline constexpr const char* kThreadName = "hippo-snapshot";  // in top, gdb and perf
-// The writer thread and its codec workers run at this lower priority (the lowest): where cores are
-// few, the engine's threads (decoding) go first and the snapshot takes the time they leave.
-inline constexpr int kWriterNice = 19;
 
 class KvSnapshotWriter {
  public:

@@ -150,7 +150,7 @@ Result<SnapshotWriteStats> SessionStore::write_snapshot_locked(const SnapshotReq
     }
     HIPPO_RETURN_IF_ERROR(commit_or_fail_closed(tx).with_context(context));
   }
-  Status written = write_snapshot_content(request, previous, stats);
+  Status written = write_snapshot_content(request, previous, context, stats);
   if (!written.ok() && usable().ok()) {
     // Best effort: what stays is removed by the session's next snapshot (or with the session).
     auto begun = Transaction::begin(*db_);
@@ -169,9 +169,8 @@ Result<SnapshotWriteStats> SessionStore::write_snapshot_locked(const SnapshotReq
 // new ones, with the chunk map; the incomplete snapshot's map keeps gc() off its chunks. Phase 3,
 // one transaction: the frontier, the mark that makes the snapshot visible, and the pruning.
 Status SessionStore::write_snapshot_content(const SnapshotRequest& request, const std::optional<SnapshotInfo>& previous,
-                                           SnapshotWriteStats& stats) {
+                                           const std::string& context, SnapshotWriteStats& stats) {
   const std::string& session_id = request.session_id;
-  const std::string context = fmt::format("session {}: snapshot at {} tokens", session_id, request.n_tokens);
   std::optional<Transaction> tx;
   std::size_t tx_bytes = 0;
   auto open_tx = [&]() -> Status {

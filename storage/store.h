@@ -366,7 +366,7 @@ class SessionStore {
   Result<SessionInfo> get_session_locked(std::string_view id);
   Result<SnapshotWriteStats> write_snapshot_locked(const SnapshotRequest& request);
   Status write_snapshot_content(const SnapshotRequest& request, const std::optional<SnapshotInfo>& previous,
-                                SnapshotWriteStats& stats);
+                                const std::string& context, SnapshotWriteStats& stats);
   Status commit_or_fail_closed(Transaction& tx);
   // Reads, decodes and checks every chunk of one snapshot (snapshot_read.cpp).
   Status sweep_chunks(const SnapshotInfo& snapshot, ChunkSweep& sweep);

@@ -16,6 +16,11 @@ namespace hippo::storage {
 // Lowers the calling thread's scheduling priority by `nice` (Linux: per thread); best effort.
 void lower_thread_priority(int nice);
 
+// Background storage work (the snapshot writer, the runtime's restores, their codec workers) runs
+// at the lowest priority: where cores are few, the engine's threads (decoding) go first and the
+// storage work takes the time they leave.
+inline constexpr int kBackgroundNice = 19;
+
 class WorkerPool {
  public:
   using Task = std::function<void(std::size_t worker)>;

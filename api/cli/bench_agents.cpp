@@ -7,11 +7,12 @@
 //   idle         resident memory per idle, swapped-out session, over many sessions
 //   swap         inter-token latency of decoding sessions, alone, while the memory manager swaps out
 //                an idle session of about 1M tokens, and while it is read back (p50, p99)
+#include "agents/agent_session.h"
+#include "agents/response_job.h"
 #include "agents/runtime.h"
 #include "api/cli/cli.h"
 #include "api/cli/process_memory.h"
 #include "api/cli/synthetic_kv_state.h"
-#include "agents/response_job.h"
 #include "engine/model/model.h"
 #include "engine/tokenizer/tokenizer.h"
 #include "storage/sqlite.h"
@@ -316,11 +317,7 @@ Result<LongSession> write_long_session(Bench& b, const std::string& db, int64_t 
   const double per_word = static_cast<double>(b.tok.encode(random_words(10000)).size()) / 10000.0;
   const std::string text = random_words(static_cast<int64_t>(static_cast<double>(n_tokens - 16) / per_word));
   const agents::SessionSettings settings;
-  tokenizer::ChatOptions chat;
-  chat.family = agents::chat_family(b.tok);
-  chat.thinking = settings.thinking;
-  chat.effort = settings.effort;
-  tokenizer::ChatEncoder encoder(b.tok, chat);
+  tokenizer::ChatEncoder encoder(b.tok, agents::chat_options(settings, b.tok));
   std::vector<tokenizer::Message> messages(1);
   messages[0].role = tokenizer::Role::kUser;
   messages[0].content = text;
@@ -350,22 +347,15 @@ Result<LongSession> write_long_session(Bench& b, const std::string& db, int64_t 
   row.settings = agents::settings_to_json(settings);
   HIPPO_ASSIGN_OR_RETURN(storage::SessionInfo info, store->create_session(row));
   storage::MessageRecord user;
-  user.role = "user";
+  user.role = agents::kRoleUser;
   user.content = text;
   HIPPO_RETURN_IF_ERROR(store->append_message(info.id, user).status());
   storage::MessageRecord rendered;
-  rendered.role = "prompt";
+  rendered.role = agents::kRolePrompt;
   rendered.n_tokens = n;
   rendered.token_ids = prompt.ids;
   HIPPO_RETURN_IF_ERROR(store->append_message(info.id, rendered).status());
-  storage::SnapshotRequest request;
-  request.session_id = info.id;
-  request.fingerprint = b.model.fingerprint();
-  request.n_tokens = n;
-  request.frontier = state.frontier();
-  for (const engine::StateStream& stream : state.streams())
-    request.streams.push_back({stream.name, stream.entry_bytes, storage::Filter::kBytePlane, stream.bytes});
-  HIPPO_RETURN_IF_ERROR(store->write_snapshot(request).status());
+  HIPPO_RETURN_IF_ERROR(store->write_snapshot(agents::snapshot_request(info.id, b.model.fingerprint(), state)).status());
   return LongSession{info.id, n, state.memory_bytes()};
 }
 
