@@ -1,6 +1,6 @@
 // One agent session as the runtime holds it: its settings, its chat encoder, the model state when
 // resident, the rendered ids not yet prefilled, and the response in flight. Owned and touched only
-// by the runtime's engine thread.
+// by the runtime's engine thread (the store lane builds a loaded one before handing it over).
 #pragma once
 
 #include "agents/agent_types.h"
@@ -50,16 +50,25 @@ inline storage::SnapshotRequest snapshot_request(const std::string& session_id, 
 // The writer co-owns the state and reads its bytes meanwhile, so nothing may change the state
 // until it is written: the session's next response is admitted only then.
 struct SnapshotInFlight {
-  std::future<Result<storage::SnapshotWriteStats>> written;
+  std::shared_future<Result<storage::SnapshotWriteStats>> written;  // a caller waiting for it shares it
+  std::string session_id;  // whose snapshot it is: a prefix fork waits for its source's
   int64_t n_tokens = 0;
   std::chrono::steady_clock::time_point started{};
   bool then_free = false;  // a swap-out: the state is dropped once written, unless used again first
 };
 
-// A swapped session's state being read back by the runtime's restore thread; its bytes are counted
-// as committed meanwhile.
+// What the restore thread brings back: the state of the session's latest snapshot; or, where that
+// cannot be used, a new state and every id of the log, to prefill again (a rebuild).
+struct RestoredState {
+  std::shared_ptr<engine::SessionState> state;
+  std::optional<std::vector<int32_t>> rebuild_ids;
+  Status rebuild_reason;
+};
+
+// A swapped session's state being brought back by the runtime's restore thread; its bytes are
+// counted as committed meanwhile.
 struct RestoreInFlight {
-  std::future<Result<std::shared_ptr<engine::SessionState>>> restored;
+  std::future<Result<RestoredState>> restored;
   std::chrono::steady_clock::time_point started{};
 };
 

@@ -3,6 +3,7 @@
 #include "agents/agent_session.h"
 #include "agents/conversation_key.h"
 #include "agents/serial_thread.h"
+#include "agents/store_lane.h"
 #include "base/log.h"
 #include "engine/model/model.h"
 #include "engine/tokenizer/tokenizer.h"
@@ -11,6 +12,7 @@
 #include "storage/worker_pool.h"
 
 #include <boost/json.hpp>
+#include <pthread.h>
 #include <fmt/format.h>
 
 #include <algorithm>
@@ -111,8 +113,11 @@ class AgentRuntime::Engine {
   Engine(engine::Model& model, const tokenizer::Tokenizer& tokenizer, RuntimeOptions options,
          std::unique_ptr<storage::SessionStore> store, std::unique_ptr<storage::KvSnapshotWriter> writer,
          std::unique_ptr<storage::SessionStore> restore_store)
-      : model_(model), tokenizer_(tokenizer), options_(std::move(options)), store_(std::move(store)),
-        writer_(std::move(writer)), restore_store_(std::move(restore_store)) {
+      : model_(model), tokenizer_(tokenizer), options_(std::move(options)), writer_(std::move(writer)),
+        restore_store_(std::move(restore_store)),
+        lane_(std::make_unique<StoreLane>(
+            kStoreThreadName, std::move(store), [this](const std::string& id) { post([this, id] { log_broken(id); }); },
+            [this] { note_storage_done(); })) {
     empty_state_bytes_ = model_.new_session().memory_bytes();
     if (options_.max_context_tokens <= 0 || options_.max_context_tokens > model_.text().max_position_embeddings)
       options_.max_context_tokens = model_.text().max_position_embeddings;
@@ -129,7 +134,7 @@ class AgentRuntime::Engine {
     if (thread_.joinable()) thread_.join();
   }
 
-  // Runs fn on the engine thread and returns its result.
+  // Runs fn on the engine thread and returns its result (never from the engine thread).
   template <typename Fn>
   auto call(Fn fn) -> decltype(fn()) {
     using R = decltype(fn());
@@ -144,31 +149,256 @@ class AgentRuntime::Engine {
     return result.get();
   }
 
-  // --- operations (engine thread) ---
+  // --- operations (the caller's thread: they wait for the store lane and the engine thread) ---
 
-  Result<std::string> create_session(const SessionSettings& settings, std::string id, std::optional<int64_t> tenant,
-                                     std::string_view kind = storage::kSessionKindAgent) {
+  Result<std::string> create_session(const SessionSettings& settings, std::string id, std::optional<int64_t> tenant) {
+    HIPPO_ASSIGN_OR_RETURN(storage::SessionInfo info, new_session_row(settings, std::move(id), tenant, storage::kSessionKindAgent));
+    HIPPO_RETURN_IF_ERROR(call([&]() -> Status {
+      add_session(info, settings, {});
+      return Status::ok_status();
+    }));
+    return info.id;
+  }
+
+  // The session's row, made on the store lane; the lane holds it loaded (add_session() follows).
+  Result<storage::SessionInfo> new_session_row(const SessionSettings& settings, std::string id,
+                                               std::optional<int64_t> tenant, std::string_view kind) {
     storage::NewSession row;
     row.kind = std::string(kind);
     row.id = std::move(id);
     row.tenant_id = tenant;
     row.model_fingerprint = model_.fingerprint();
     row.settings = settings_to_json(settings);
-    HIPPO_ASSIGN_OR_RETURN(storage::SessionInfo info, store_->create_session(row));
-    // No model state until its first response needs one.
-    auto session = std::make_unique<AgentSession>(info.id, settings, tokenizer::ChatEncoder(tokenizer_, chat_options(settings, tokenizer_)));
-    session->tenant = info.tenant_id;
-    session->completion = kind == storage::kSessionKindCompletion;
-    session->last_used = ++clock_;
-    sessions_[info.id] = std::move(session);
-    return info.id;
+    HIPPO_ASSIGN_OR_RETURN(storage::SessionInfo info,
+                           lane_->post([row](storage::SessionStore& store) { return store.create_session(row); }).get());
+    lane_->mark_loaded(info.id);
+    return info;
+  }
+
+  // Runs fn(session) on the engine thread, the session loaded into its memory first if need be
+  // (its log is read and replayed on the store lane, load()).
+  template <typename Fn>
+  auto with_session(const std::string& id, Fn fn) -> decltype(fn(std::declval<AgentSession&>())) {
+    using R = decltype(fn(std::declval<AgentSession&>()));
+    for (int attempt = 0;; ++attempt) {
+      bool absent = false;
+      R out = call([&]() -> R {
+        auto it = sessions_.find(id);
+        if (it != sessions_.end()) return fn(*it->second);
+        absent = true;
+        return R(Status(ErrorCode::kUnavailable, fmt::format("session {} was closed or dropped meanwhile", id)));
+      });
+      if (!absent || attempt == 1) return out;
+      HIPPO_ASSIGN_OR_RETURN(std::optional<std::unique_ptr<AgentSession>> read,
+                             lane_->load(id, [this, id](storage::SessionStore& store) { return load(store, id); }).get());
+      if (!read) continue;  // loaded meanwhile
+      HIPPO_RETURN_IF_ERROR(call([&]() -> Status {
+        (*read)->last_used = ++clock_;
+        sessions_.try_emplace(id, std::move(*read));
+        return Status::ok_status();
+      }));
+    }
   }
 
   Status append_input(const std::string& id, std::vector<InputItem> items) {
-    HIPPO_ASSIGN_OR_RETURN(AgentSession * s, find(id));
-    // Checked in order before anything is logged: a tool result answers a call still open at its
-    // place (an assistant item's calls open there).
-    std::vector<std::string> open = s->open_calls;
+    HIPPO_ASSIGN_OR_RETURN(std::shared_future<Status> logged,
+                           with_session(id, [&](AgentSession& s) { return log_input(s, std::move(items)); }));
+    return logged.get();
+  }
+
+  Status create_response(const std::string& id, ResponseOptions options, EventSink sink) {
+    HIPPO_ASSIGN_OR_RETURN(std::shared_future<Status> logged, with_session(id, [&](AgentSession& s) {
+                             return queue_response(s, std::move(options), std::move(sink));
+                           }));
+    return logged.get();
+  }
+
+  // One engine call per request: the session (a fork of the prefix session, or a new one) is
+  // taken into memory, the items appended and the response queued together.
+  Result<ConversationResponse> respond_to_conversation(const SessionSettings& settings, std::optional<int64_t> tenant,
+                                                       std::vector<InputItem> items, ResponseOptions options,
+                                                       EventSink sink) {
+    const std::vector<std::string> keys = conversation_keys(settings, items);
+    ConversationResponse out;
+    std::string id;
+    using Logged = std::pair<std::shared_future<Status>, std::shared_future<Status>>;  // the items', the prompt's
+    Result<Logged> logged = Status(ErrorCode::kInternal, "no session");
+    auto respond = [&](AgentSession& s, std::span<const InputItem> rest) -> Result<Logged> {
+      HIPPO_ASSIGN_OR_RETURN(std::shared_future<Status> input, log_input(s, {rest.begin(), rest.end()}));
+      HIPPO_ASSIGN_OR_RETURN(std::shared_future<Status> prompt, queue_response(s, std::move(options), std::move(sink)));
+      return Logged{std::move(input), std::move(prompt)};
+    };
+    // A prefix leaves at least the last item new: the response answers it.
+    std::optional<storage::PrefixMatch> match;
+    if (items.size() > 1) {
+      HIPPO_ASSIGN_OR_RETURN(match, lane_->post([&](storage::SessionStore& store) {
+                                          return store.find_prefix_session(tenant, std::span(keys).first(items.size() - 1));
+                                        }).get());
+    }
+    if (match) {
+      // Storage copies the source's latest snapshot and its log past it; the fork then takes over the
+      // source's conversation and model state (adopt_prefix_fork()).
+      const std::string& source = match->session_id;
+      Result<storage::SessionInfo> fork =
+          lane_->post([&](storage::SessionStore& store) { return store.fork_session(source, {}); }).get();
+      Status adopted = fork.status();
+      if (fork.ok()) {
+        lane_->mark_loaded(fork->id);
+        logged = with_session(source, [&](AgentSession& src) -> Result<Logged> {
+          adopted = adopt_prefix_fork(src, fork->id, keys[match->key_index]);
+          if (!adopted.ok()) return adopted;
+          return respond(*sessions_.at(fork->id), std::span(items).subspan(match->key_index + 1));
+        });
+        if (adopted.ok()) {
+          id = fork->id;
+          out.continued_from = source;
+        } else {
+          (void)close_in_store(fork->id);
+        }
+      }
+      // A session that cannot be used (another model, a broken log, busy): start afresh.
+      if (!adopted.ok()) log::warn("prefix session not continued", {{"session", source}, {"error", adopted.message()}});
+    }
+    if (id.empty()) {
+      HIPPO_ASSIGN_OR_RETURN(storage::SessionInfo info,
+                             new_session_row(settings, {}, tenant, storage::kSessionKindCompletion));
+      id = info.id;
+      logged = call([&]() -> Result<Logged> {
+        return respond(add_session(info, settings, conversation_root_key(settings)), items);
+      });
+    }
+    Status st = logged.status();
+    if (st.ok()) st = logged->first.get();
+    if (st.ok()) st = logged->second.get();
+    if (!st.ok()) {
+      Status closed = close(id);
+      if (!closed.ok()) log::warn("session of a refused response not closed", {{"session", id}, {"error", closed.message()}});
+      return st;
+    }
+    out.session_id = std::move(id);
+    return out;
+  }
+
+  Status cancel(const std::string& id) {
+    return with_session(id, [&](AgentSession& s) -> Status {
+      if (s.job) finish(s, "cancelled");
+      return Status::ok_status();
+    });
+  }
+
+  // Snapshots the session (then_free: a swap-out) and waits until it is written and settled.
+  Status snapshot(const std::string& id, bool then_free) {
+    using Written = std::optional<std::shared_future<Result<storage::SnapshotWriteStats>>>;
+    HIPPO_ASSIGN_OR_RETURN(Written written, with_session(id, [&](AgentSession& s) -> Result<Written> {
+                             if (s.job) {
+                               return Status(ErrorCode::kFailedPrecondition,
+                                             fmt::format("session {}: a response is in progress", id));
+                             }
+                             HIPPO_RETURN_IF_ERROR(start_snapshot(s, then_free));
+                             return s.snapshot ? Written(s.snapshot->written) : Written();
+                           }));
+    if (!written) return Status::ok_status();
+    written->wait();
+    HIPPO_RETURN_IF_ERROR(call([&]() -> Status {
+      auto it = sessions_.find(id);
+      if (it != sessions_.end()) (void)settle_snapshot(*it->second);  // its error is the future's
+      return Status::ok_status();
+    }));
+    return written->get().status();
+  }
+
+  Status close(const std::string& id) {
+    HIPPO_ASSIGN_OR_RETURN(std::shared_future<Status> closed,
+                           with_session(id, [&](AgentSession& s) -> Result<std::shared_future<Status>> {
+                             if (s.job) finish(s, "cancelled");
+                             sessions_.erase(id);
+                             return close_in_store(id);
+                           }));
+    return closed.get();
+  }
+
+  Result<std::string> fork(const std::string& source_id, std::string new_id) {
+    // The fork is the source's latest snapshot plus the log past it (storage copies both), so the
+    // snapshot must hold the state as it is now; the fork loads like any session of the database.
+    Status snapshotted = snapshot(source_id, false);
+    if (snapshotted.code() == ErrorCode::kFailedPrecondition) {
+      return Status(ErrorCode::kFailedPrecondition,
+                    fmt::format("session {}: a response is in progress; fork it once the response has ended", source_id));
+    }
+    HIPPO_RETURN_IF_ERROR(snapshotted);
+    HIPPO_ASSIGN_OR_RETURN(storage::SessionInfo info, lane_->post([&](storage::SessionStore& store) {
+                                                          return store.fork_session(source_id, new_id);
+                                                        }).get());
+    log::info("session forked", {{"session", info.id}, {"from", source_id}});
+    return info.id;
+  }
+
+  Result<SessionView> view(const std::string& id) {
+    return with_session(id, [&](AgentSession& s) -> Result<SessionView> {
+      SessionView v;
+      v.id = s.id;
+      v.tenant = s.tenant;
+      v.status = live_status(s);
+      v.n_tokens = s.n_tokens();
+      v.pending_tokens = static_cast<int64_t>(s.pending.size());
+      v.resident_bytes = s.resident_bytes();
+      v.awaiting_call_ids = s.open_calls;
+      return v;
+    });
+  }
+
+  Result<SessionSummary> summary(const std::string& id) {
+    HIPPO_ASSIGN_OR_RETURN(storage::SessionInfo info,
+                           lane_->post([&](storage::SessionStore& store) { return store.get_session(id); }).get());
+    return call([&]() -> Result<SessionSummary> { return summarize(info); });
+  }
+
+  Result<std::vector<SessionSummary>> list(std::optional<int64_t> tenant, bool include_completions) {
+    HIPPO_ASSIGN_OR_RETURN(std::vector<storage::SessionInfo> rows, lane_->post([&](storage::SessionStore& store) {
+                                                                      return tenant ? store.list_tenant_sessions(*tenant)
+                                                                                    : store.list_sessions();
+                                                                    }).get());
+    return call([&]() -> Result<std::vector<SessionSummary>> {
+      std::vector<SessionSummary> out;
+      out.reserve(rows.size());
+      for (const storage::SessionInfo& row : rows) {
+        if (include_completions || row.kind != storage::kSessionKindCompletion) out.push_back(summarize(row));
+      }
+      return out;
+    });
+  }
+
+  Result<std::vector<float>> next_logits(const std::string& id) {
+    return with_session(id, [&](AgentSession& s) { return next_logits_now(s); });
+  }
+
+  // Any thread.
+  Result<int64_t> count_open(int64_t tenant) { return lane_->store().count_open_sessions(tenant); }
+  storage::SessionStore& store() { return lane_->store(); }
+
+  // --- operations (engine thread) ---
+
+  // A session whose row new_session_row() made, in memory; no model state until its first
+  // response needs one.
+  AgentSession& add_session(const storage::SessionInfo& info, const SessionSettings& settings,
+                            std::string conversation_key) {
+    auto [it, added] = sessions_.try_emplace(info.id);
+    if (!added) return *it->second;  // loaded by a call that guessed its id
+    it->second = std::make_unique<AgentSession>(info.id, settings,
+                                                tokenizer::ChatEncoder(tokenizer_, chat_options(settings, tokenizer_)));
+    AgentSession& s = *it->second;
+    s.tenant = info.tenant_id;
+    s.completion = info.kind == storage::kSessionKindCompletion;
+    s.conversation_key = std::move(conversation_key);
+    s.last_used = ++clock_;
+    return s;
+  }
+
+  // Appends the items to the session, checked in order before anything changes (a tool result
+  // answers a call still open at its place; an assistant item's calls open there). The log rows
+  // are written on the store lane: the future says when.
+  Result<std::shared_future<Status>> log_input(AgentSession& s, std::vector<InputItem> items) {
+    std::vector<std::string> open = s.open_calls;
     for (const InputItem& item : items) {
       if (item.kind == InputItem::Kind::kAssistantMessage) {
         open.clear();
@@ -176,19 +406,18 @@ class AgentRuntime::Engine {
       } else if (item.kind == InputItem::Kind::kToolResult) {
         if (std::find(open.begin(), open.end(), item.tool_call_id) == open.end()) {
           return Status(ErrorCode::kInvalidArgument,
-                        fmt::format("session {}: tool result for '{}', which is not a call awaiting a result", id,
+                        fmt::format("session {}: tool result for '{}', which is not a call awaiting a result", s.id,
                                     item.tool_call_id));
         }
         std::erase(open, item.tool_call_id);
       }
     }
-    if (s->keyed) {  // no longer the conversation its key names
-      HIPPO_RETURN_IF_ERROR(store_->set_prefix_key(id, std::nullopt));
-      s->keyed = false;
+    const bool unkey = s.keyed;  // no longer the conversation its key names
+    s.keyed = false;
+    if (!s.conversation_key.empty()) {
+      for (const InputItem& item : items) s.conversation_key = extend_conversation_key(s.conversation_key, item);
     }
-    if (!s->conversation_key.empty()) {
-      for (const InputItem& item : items) s->conversation_key = extend_conversation_key(s->conversation_key, item);
-    }
+    std::vector<storage::MessageRecord> rows;
     for (const InputItem& item : items) {
       storage::MessageRecord row;
       row.content = item.content;
@@ -198,21 +427,21 @@ class AgentRuntime::Engine {
         case InputItem::Kind::kToolResult:
           row.role = kRoleTool;
           row.tool_calls = item.tool_call_id;
-          std::erase(s->open_calls, item.tool_call_id);
+          std::erase(s.open_calls, item.tool_call_id);
           break;
         case InputItem::Kind::kAssistantMessage:
           row.role = kRoleAssistantInput;
           row.tool_calls = assistant_input_json(item);
-          open_assistant_calls(*s, item.tool_calls);
+          open_assistant_calls(s, item.tool_calls);
           break;
       }
-      row.first_token = log_tokens(*s);
-      HIPPO_RETURN_IF_ERROR(store_->append_message(id, row).status());
-      s->inputs.push_back(std::move(m));
+      row.first_token = log_tokens(s);
+      rows.push_back(std::move(row));
+      s.inputs.push_back(std::move(m));
     }
-    if (s->open_calls.empty() && s->status == SessionStatus::kAwaitingTool) s->status = SessionStatus::kReady;
-    s->last_used = ++clock_;
-    return Status::ok_status();
+    if (s.open_calls.empty() && s.status == SessionStatus::kAwaitingTool) s.status = SessionStatus::kReady;
+    s.last_used = ++clock_;
+    return lane_->append(s.id, std::move(rows), unkey);
   }
 
   // An assistant item's calls await their results; later calls of the model are numbered past them.
@@ -227,12 +456,14 @@ class AgentRuntime::Engine {
     }
   }
 
-  Status create_response(const std::string& id, ResponseOptions options, EventSink sink) {
-    HIPPO_ASSIGN_OR_RETURN(AgentSession * s, find(id));
-    if (s->job) return Status(ErrorCode::kFailedPrecondition, fmt::format("session {}: a response is already in progress", id));
-    if (!s->open_calls.empty()) {
+  // Queues a response to the inputs appended so far; the future says when its prompt row is in the
+  // log (should that fail, the response fails: log_broken()). Refused, nothing changes.
+  Result<std::shared_future<Status>> queue_response(AgentSession& s, ResponseOptions options, EventSink sink) {
+    const std::string& id = s.id;
+    if (s.job) return Status(ErrorCode::kFailedPrecondition, fmt::format("session {}: a response is already in progress", id));
+    if (!s.open_calls.empty()) {
       return Status(ErrorCode::kFailedPrecondition,
-                    fmt::format("session {}: awaiting tool results for {}", id, fmt::join(s->open_calls, ", ")));
+                    fmt::format("session {}: awaiting tool results for {}", id, fmt::join(s.open_calls, ", ")));
     }
     if (options.max_output_tokens <= 0 || options.max_output_tokens > options_.max_output_tokens) {
       return Status(ErrorCode::kInvalidArgument, fmt::format("max_output_tokens must be in [1, {}], not {}",
@@ -247,9 +478,9 @@ class AgentRuntime::Engine {
                     fmt::format("{} responses are queued already (the limit); try again later", queue_.size()));
     }
     const std::vector<tokenizer::Message> messages =
-        prompt_messages(s->settings, s->n_tokens() == 0 && s->pending.empty(), s->inputs);
+        prompt_messages(s.settings, s.n_tokens() == 0 && s.pending.empty(), s.inputs);
     // Render on a copy: a response refused for its length leaves the session as it was.
-    tokenizer::ChatEncoder encoder = s->encoder;
+    tokenizer::ChatEncoder encoder = s.encoder;
     HIPPO_ASSIGN_OR_RETURN(tokenizer::ChatSuffix suffix, encoder.encode_chat_suffix(messages, true));
     const int64_t prompt = static_cast<int64_t>(suffix.ids.size());
     if (options.max_prompt_tokens > 0 && prompt > options.max_prompt_tokens) {
@@ -258,7 +489,7 @@ class AgentRuntime::Engine {
                                 "request",
                                 id, prompt, options.max_prompt_tokens));
     }
-    const int64_t context = log_tokens(*s) + prompt;
+    const int64_t context = log_tokens(s) + prompt;
     if (context + options.max_output_tokens > options_.max_context_tokens) {
       return Status(ErrorCode::kResourceExhausted,
                     fmt::format("session {}: {} context tokens + max_output_tokens {} exceed the context limit of {}", id,
@@ -266,72 +497,34 @@ class AgentRuntime::Engine {
     }
     storage::MessageRecord row;
     row.role = kRolePrompt;
-    row.first_token = log_tokens(*s);
+    row.first_token = log_tokens(s);
     row.n_tokens = static_cast<int64_t>(suffix.ids.size());
     row.token_ids = suffix.ids;
-    HIPPO_RETURN_IF_ERROR(store_->append_message(id, row).status());
-    s->encoder = std::move(encoder);
-    s->inputs.clear();
-    s->pending.insert(s->pending.end(), suffix.ids.begin(), suffix.ids.end());
-    s->job = std::make_unique<ResponseJob>(tokenizer_, static_cast<int32_t>(model_.config().eos_token_id),
-                                           output_start(chat_options(s->settings, tokenizer_)),
-                                           std::move(options), std::move(sink), s->n_calls);
-    s->prefill_wait_steps = 0;
-    s->job->input_tokens = context;
-    s->job->cached_tokens = s->n_tokens();
-    s->status = SessionStatus::kRunning;
-    s->last_used = ++clock_;
-    queue_.push_back(s);
-    return Status::ok_status();
+    std::shared_future<Status> logged = lane_->append(id, {std::move(row)});
+    s.encoder = std::move(encoder);
+    s.inputs.clear();
+    s.pending.insert(s.pending.end(), suffix.ids.begin(), suffix.ids.end());
+    s.job = std::make_unique<ResponseJob>(tokenizer_, static_cast<int32_t>(model_.config().eos_token_id),
+                                          output_start(chat_options(s.settings, tokenizer_)), std::move(options),
+                                          std::move(sink), s.n_calls);
+    s.prefill_wait_steps = 0;
+    s.job->input_tokens = context;
+    s.job->cached_tokens = s.n_tokens();
+    s.status = SessionStatus::kRunning;
+    s.last_used = ++clock_;
+    queue_.push_back(&s);
+    return logged;
   }
 
-  Result<ConversationResponse> respond_to_conversation(const SessionSettings& settings, std::optional<int64_t> tenant,
-                                                       std::vector<InputItem> items, ResponseOptions options,
-                                                       EventSink sink) {
-    const std::vector<std::string> keys = conversation_keys(settings, items);
-    ConversationResponse out;
-    std::string id;
-    size_t reused = 0;  // items the forked session holds already
-    // A prefix leaves at least the last item new: the response answers it.
-    if (items.size() > 1) {
-      HIPPO_ASSIGN_OR_RETURN(std::optional<storage::PrefixMatch> match,
-                             store_->find_prefix_session(tenant, std::span(keys).first(items.size() - 1)));
-      if (match) {
-        Result<std::string> fork = fork_prefix(match->session_id, keys[match->key_index]);
-        if (fork.ok()) {
-          id = *fork;
-          out.continued_from = match->session_id;
-          reused = match->key_index + 1;
-        } else {  // a session that cannot be used (another model, a broken log): start afresh
-          log::warn("prefix session not continued", {{"session", match->session_id}, {"error", fork.status().message()}});
-        }
-      }
-    }
-    if (id.empty()) {
-      HIPPO_ASSIGN_OR_RETURN(id, create_session(settings, {}, tenant, storage::kSessionKindCompletion));
-      sessions_.at(id)->conversation_key = conversation_root_key(settings);
-    }
-    items.erase(items.begin(), items.begin() + static_cast<std::ptrdiff_t>(reused));
-    Status st = append_input(id, std::move(items));
-    if (st.ok()) st = create_response(id, std::move(options), std::move(sink));
-    if (!st.ok()) {
-      Status closed = close(id);
-      if (!closed.ok()) log::warn("session of a refused response not closed", {{"session", id}, {"error", closed.message()}});
-      return st;
-    }
-    out.session_id = std::move(id);
-    return out;
-  }
-
-  // A fork of an idle prefix session that takes over its model state: the source is snapshotted
-  // (incrementally) first, so it stays exactly as it was, in storage, for another continuation.
-  Result<std::string> fork_prefix(const std::string& source_id, const std::string& key) {
-    HIPPO_ASSIGN_OR_RETURN(AgentSession * src, find(source_id));
+  // The fork that respond_to_conversation() made in storage takes over the idle source's
+  // conversation and model state. The source's snapshot holds that state before the fork changes it: the fork's
+  // next response waits for it to be written, as for a snapshot of its own.
+  Status adopt_prefix_fork(AgentSession& source, const std::string& fork_id, const std::string& key) {
+    AgentSession* src = &source;
+    const std::string source_id = source.id;
     if (src->job) return Status(ErrorCode::kFailedPrecondition, fmt::format("session {}: a response is in progress", source_id));
-    HIPPO_RETURN_IF_ERROR(snapshot(*src));
-    HIPPO_ASSIGN_OR_RETURN(storage::SessionInfo info, store_->fork_session(source_id, {}));
-    HIPPO_RETURN_IF_ERROR(store_->set_prefix_key(source_id, key));  // used now: last to be closed
-    auto f = std::make_unique<AgentSession>(info.id, src->settings, src->encoder);
+    if (src->state) HIPPO_RETURN_IF_ERROR(start_snapshot(*src, false));
+    auto f = std::make_unique<AgentSession>(fork_id, src->settings, src->encoder);
     f->tenant = src->tenant;
     f->completion = true;
     f->conversation_key = key;
@@ -339,110 +532,46 @@ class AgentRuntime::Engine {
     f->n_calls = src->n_calls;
     f->pending = src->pending;
     f->status = src->open_calls.empty() ? SessionStatus::kReady : SessionStatus::kAwaitingTool;
-    f->snapshot_tokens = src->snapshot_tokens;
+    f->snapshot_tokens = src->snapshot_tokens;  // storage's copy holds that snapshot or a later one
     f->snapshot_time = src->snapshot_time;
     f->last_used = ++clock_;
     if (src->state) {
       f->state = std::move(src->state);
-      src->state.reset();
+      if (src->snapshot) {
+        f->snapshot = std::move(src->snapshot);
+        f->snapshot->then_free = false;
+        src->snapshot.reset();
+        writing_.push_back(fork_id);
+      }
       src->stored_tokens = f->state->n_tokens();
-      HIPPO_RETURN_IF_ERROR(store_->set_session_status(source_id, status_name(SessionStatus::kSwapped)));
-      HIPPO_RETURN_IF_ERROR(store_->set_session_status(info.id, status_name(SessionStatus::kReady)));
+      store_status(source_id, SessionStatus::kSwapped);
+      store_status(fork_id, SessionStatus::kReady);
     } else {
       f->stored_tokens = src->stored_tokens;
       f->expected_prefix = src->expected_prefix;
       f->needs_rebuild = src->needs_rebuild;
     }
     src->last_used = ++clock_;
-    log::debug("prefix session continued", {{"session", info.id}, {"from", source_id}, {"tokens", f->n_tokens()}});
-    sessions_[info.id] = std::move(f);
-    return info.id;
-  }
-
-  Status cancel(const std::string& id) {
-    HIPPO_ASSIGN_OR_RETURN(AgentSession * s, find(id));
-    if (!s->job) return Status::ok_status();
-    finish(*s, "cancelled");
+    lane_->post([source_id, key](storage::SessionStore& store) {  // used now: last to be closed
+      Status st = store.set_prefix_key(source_id, key);
+      if (!st.ok()) log::warn("prefix session not marked used", {{"session", source_id}, {"error", st.message()}});
+    });
+    log::debug("prefix session continued", {{"session", fork_id}, {"from", source_id}, {"tokens", f->n_tokens()}});
+    sessions_[fork_id] = std::move(f);
     return Status::ok_status();
   }
 
-  Status snapshot_now(const std::string& id) {
-    HIPPO_ASSIGN_OR_RETURN(AgentSession * s, find(id));
-    if (s->job) return Status(ErrorCode::kFailedPrecondition, fmt::format("session {}: a response is in progress", id));
-    return snapshot(*s);
-  }
-
-  Status swap_out_now(const std::string& id) {
-    HIPPO_ASSIGN_OR_RETURN(AgentSession * s, find(id));
-    if (s->job) return Status(ErrorCode::kFailedPrecondition, fmt::format("session {}: a response is in progress", id));
-    return swap_out(*s);
-  }
-
-  Status close(const std::string& id) {
-    HIPPO_ASSIGN_OR_RETURN(AgentSession * s, find(id));
-    if (s->job) finish(*s, "cancelled");
-    HIPPO_RETURN_IF_ERROR(store_->set_session_status(id, status_name(SessionStatus::kClosed)));
-    sessions_.erase(id);
-    return Status::ok_status();
-  }
-
-  Result<std::string> fork(const std::string& source_id, std::string new_id) {
-    HIPPO_ASSIGN_OR_RETURN(AgentSession * s, find(source_id));
-    if (s->job) {
-      return Status(ErrorCode::kFailedPrecondition,
-                    fmt::format("session {}: a response is in progress; fork it once the response has ended", source_id));
+  // Logits after every id the session has, resuming it and prefilling its pending ids if needed
+  // (the engine thread waits for the read-back: for the exact-resume tests, not for serving).
+  Result<std::vector<float>> next_logits_now(AgentSession& s) {
+    if (s.job) return Status(ErrorCode::kFailedPrecondition, fmt::format("session {}: a response is in progress", s.id));
+    HIPPO_RETURN_IF_ERROR(settle_snapshot(s));  // the prefill below changes the state
+    HIPPO_RETURN_IF_ERROR(make_resident(s));
+    if (!s.pending.empty()) {  // fed now rather than with the next input: the same state either way
+      HIPPO_RETURN_IF_ERROR(model_.prefill(*s.state, s.pending));
+      s.pending.clear();
     }
-    // The fork is the source's latest snapshot plus the log past it (storage copies both), so the
-    // snapshot must hold the state as it is now; the fork loads like any session of the database.
-    HIPPO_RETURN_IF_ERROR(snapshot(*s));
-    HIPPO_ASSIGN_OR_RETURN(storage::SessionInfo info, store_->fork_session(source_id, new_id));
-    log::info("session forked", {{"session", info.id}, {"from", source_id}});
-    return info.id;
-  }
-
-  Result<SessionView> view(const std::string& id) {
-    HIPPO_ASSIGN_OR_RETURN(AgentSession * s, find(id));
-    SessionView v;
-    v.id = s->id;
-    v.tenant = s->tenant;
-    v.status = live_status(*s);
-    v.n_tokens = s->n_tokens();
-    v.pending_tokens = static_cast<int64_t>(s->pending.size());
-    v.resident_bytes = s->resident_bytes();
-    v.awaiting_call_ids = s->open_calls;
-    return v;
-  }
-
-  Result<SessionSummary> summary(const std::string& id) {
-    HIPPO_ASSIGN_OR_RETURN(storage::SessionInfo info, store_->get_session(id));
-    return summarize(info);
-  }
-
-  Result<std::vector<SessionSummary>> list(std::optional<int64_t> tenant, bool include_completions) {
-    HIPPO_ASSIGN_OR_RETURN(std::vector<storage::SessionInfo> rows,
-                           tenant ? store_->list_tenant_sessions(*tenant) : store_->list_sessions());
-    std::vector<SessionSummary> out;
-    out.reserve(rows.size());
-    for (const storage::SessionInfo& row : rows) {
-      if (include_completions || row.kind != storage::kSessionKindCompletion) out.push_back(summarize(row));
-    }
-    return out;
-  }
-
-  // Any thread.
-  Result<int64_t> count_open(int64_t tenant) { return store_->count_open_sessions(tenant); }
-  storage::SessionStore& store() { return *store_; }
-
-  Result<std::vector<float>> next_logits(const std::string& id) {
-    HIPPO_ASSIGN_OR_RETURN(AgentSession * s, find(id));
-    if (s->job) return Status(ErrorCode::kFailedPrecondition, fmt::format("session {}: a response is in progress", id));
-    HIPPO_RETURN_IF_ERROR(settle_snapshot(*s));  // the prefill below changes the state
-    HIPPO_RETURN_IF_ERROR(make_resident(*s));
-    if (!s->pending.empty()) {  // fed now rather than with the next input: the same state either way
-      HIPPO_RETURN_IF_ERROR(model_.prefill(*s->state, s->pending));
-      s->pending.clear();
-    }
-    return s->state->next_logits();
+    return s.state->next_logits();
   }
 
   RuntimeStats stats() {
@@ -468,13 +597,14 @@ class AgentRuntime::Engine {
     for (auto& [id, s] : sessions_) {
       if (s->job) finish(*s, "cancelled");
     }
-    settle_sessions();
     Status first;
     for (auto& [id, s] : sessions_) {
       if (!s->state) continue;
-      Status st = snapshot(*s);
+      Status st = snapshot_waiting(*s);
       if (!st.ok() && first.ok()) first = st;
     }
+    // Every row posted is written, and the responses just cancelled have had their last events.
+    lane_->barrier().wait();
     std::lock_guard lock(mutex_);
     stopped_ = true;
     return first;
@@ -494,7 +624,17 @@ class AgentRuntime::Engine {
  private:
   // --- the loop ---
 
+  // Queues fn for the engine thread without waiting (the store lane's outcomes come back this way).
+  void post(std::function<void()> fn) {
+    {
+      std::lock_guard lock(mutex_);
+      commands_.push_back(std::move(fn));
+    }
+    wake_.notify_all();
+  }
+
   void run() {
+    pthread_setname_np(pthread_self(), kEngineThreadName);
     for (;;) {
       std::deque<std::function<void()>> commands;
       if (Clock::now() >= next_retention_) apply_retention();
@@ -522,13 +662,11 @@ class AgentRuntime::Engine {
       }
       for (auto& command : commands) {
         command();
-        settle_sessions();
         note_progress();
         admission_waits_ = false;  // a new request may be admitted where the waiting ones are not
       }
       if (!running_.empty() || (!queue_.empty() && !admission_waits_)) {
         step();
-        settle_sessions();
         note_progress();
       }
     }
@@ -543,8 +681,8 @@ class AgentRuntime::Engine {
     for (auto& command : left) command();
   }
 
-  // Removes closed sessions of stateless requests past the retention rule, then the chunks only
-  // they held.
+  // On the store lane: idle prefix sessions unused for completion_max_age are closed, then closed
+  // sessions of stateless requests past the retention rule removed, and the chunks only they held.
   void apply_retention() {
     next_retention_ = Clock::now() + options_.retention_interval;
     storage::RetentionRule rule;
@@ -552,23 +690,31 @@ class AgentRuntime::Engine {
     rule.max_bytes = static_cast<int64_t>(std::min<uint64_t>(options_.completion_max_bytes, INT64_MAX));
     const int64_t now =
         std::chrono::duration_cast<std::chrono::seconds>(std::chrono::system_clock::now().time_since_epoch()).count();
-    if (rule.max_age_seconds > 0) {
-      Result<std::vector<std::string>> unused = store_->prefix_sessions_unused_since(now - rule.max_age_seconds);
-      if (unused.ok()) closing_.insert(closing_.end(), unused->begin(), unused->end());
-      settle_sessions();
-      Result<int64_t> responses = store_->remove_responses_before(now - rule.max_age_seconds);
-      if (!responses.ok()) log::warn("removing old stored responses failed", {{"error", responses.status().message()}});
-    }
-    Result<storage::RetentionStats> removed = store_->apply_retention(storage::kSessionKindCompletion, rule, now);
-    if (!removed.ok()) {
-      log::warn("retention of completion sessions failed", {{"error", removed.status().message()}});
-      return;
-    }
-    if (removed->sessions_removed == 0) return;
-    Result<storage::GcStats> collected = store_->gc();
-    log::info("completion sessions removed under the retention rule",
-              {{"sessions", removed->sessions_removed}, {"bytes", removed->bytes_removed},
-               {"chunks", collected.ok() ? collected->chunks_removed : 0}, {"kept", removed->sessions_kept}});
+    lane_->post([this, rule, now](storage::SessionStore& store) {
+      if (rule.max_age_seconds > 0) {
+        // Keyed, they are idle (a session's key goes when something is appended).
+        Result<std::vector<std::string>> unused = store.prefix_sessions_unused_since(now - rule.max_age_seconds);
+        if (unused.ok() && !unused->empty()) {
+          for (const std::string& id : *unused) {
+            Status st = store.set_session_status(id, status_name(SessionStatus::kClosed));
+            if (!st.ok()) log::warn("session not closed", {{"session", id}, {"error", st.message()}});
+          }
+          post([this, ids = std::move(*unused)] { drop_closed(ids); });
+        }
+        Result<int64_t> responses = store.remove_responses_before(now - rule.max_age_seconds);
+        if (!responses.ok()) log::warn("removing old stored responses failed", {{"error", responses.status().message()}});
+      }
+      Result<storage::RetentionStats> removed = store.apply_retention(storage::kSessionKindCompletion, rule, now);
+      if (!removed.ok()) {
+        log::warn("retention of completion sessions failed", {{"error", removed.status().message()}});
+        return;
+      }
+      if (removed->sessions_removed == 0) return;
+      Result<storage::GcStats> collected = store.gc();
+      log::info("completion sessions removed under the retention rule",
+                {{"sessions", removed->sessions_removed}, {"bytes", removed->bytes_removed},
+                 {"chunks", collected.ok() ? collected->chunks_removed : 0}, {"kept", removed->sessions_kept}});
+    });
   }
 
   void note_progress() { progress_ns_.store(Clock::now().time_since_epoch().count()); }
@@ -777,17 +923,13 @@ class AgentRuntime::Engine {
         admission_waits_ = running_.empty();
         return;  // wait for running responses to finish, or snapshots to be written
       }
-      if (!s.state && s.stored_tokens > 0 && !s.needs_rebuild) {  // read back off the engine thread
+      if (!s.state && (s.stored_tokens > 0 || s.needs_rebuild)) {  // brought back off the engine thread
         start_restore(s);
         admission_waits_ = true;
         ++i;
         continue;
       }
-      Status st = make_resident(s);
-      if (!st.ok()) {
-        fail(s, st);
-        continue;
-      }
+      if (!s.state) s.state = std::make_shared<engine::SessionState>(model_.new_session());  // nothing computed yet
       queue_.erase(queue_.begin() + static_cast<std::ptrdiff_t>(i));
       s.reserved_bytes = s.state->memory_bytes() + reserve;
       s.job_active = true;
@@ -849,7 +991,8 @@ class AgentRuntime::Engine {
   }
 
   // Ends the session's response: the ids that close the turn go to pending (they are prefilled
-  // with the next input), the turn is logged and the last event sent (kFailed when `error`).
+  // with the next input), and the turn is logged. Its last event (kFailed when `error`) is sent once
+  // the log holds the turn (turn_logged()).
   void finish(AgentSession& s, const std::string& reason, const Status* error = nullptr) {
     ResponseJob& job = *s.job;
     if (reason == "cancelled") job.finish_early();
@@ -877,16 +1020,6 @@ class AgentRuntime::Engine {
     row.content = job.output();
     row.tool_calls = turn.raw_tool_calls;
     row.n_tokens = static_cast<int64_t>(row.token_ids.size());
-    Status logged = store_->append_message(s.id, row).status();
-    Status log_error;
-    if (!logged.ok()) {
-      // The log is the truth: the turn fails, and the session is loaded again from the database
-      // (its log and latest snapshot) when next used; the state in memory is dropped.
-      log::error("conversation log write failed", {{"session", s.id}, {"error", logged.message()}});
-      log_error = logged.with_context(fmt::format("session {}: the turn could not be logged", s.id));
-      if (error == nullptr) error = &log_error;
-      unloading_.push_back(s.id);
-    }
 
     const std::string finish_reason = reason == "cancelled" ? reason : job.finish_reason();
     s.n_calls += job.n_calls();
@@ -906,7 +1039,17 @@ class AgentRuntime::Engine {
       done.kind = ResponseEvent::Kind::kCompleted;
     }
     done.finish_reason = finish_reason;
-    if (s.completion) keep_or_close(s, turn, error == nullptr && finish_reason != "cancelled");
+    // A completion session that completed is kept, keyed with its conversation and the answer as
+    // the client got it, so that the next turn continues it; otherwise nobody can continue it.
+    std::optional<PrefixKey> keep;
+    if (s.completion && error == nullptr && finish_reason != "cancelled" && !s.conversation_key.empty()) {
+      InputItem given;  // the answer as the client got it
+      given.kind = InputItem::Kind::kAssistantMessage;
+      given.content = turn.text;
+      given.tool_calls = turn.calls;
+      s.conversation_key = extend_conversation_key(s.conversation_key, given);
+      keep = PrefixKey{s.conversation_key, s.tenant, options_.max_prefix_sessions};
+    }
     done.seed = job.sampler.seed();
     done.usage.input_tokens = job.input_tokens;
     done.usage.cached_tokens = job.cached_tokens;
@@ -920,59 +1063,115 @@ class AgentRuntime::Engine {
     stats_.prefill_seconds += done.usage.prefill_seconds;
     stats_.decode_seconds += done.usage.decode_seconds;
     remove_job(s);
-    const std::unique_ptr<ResponseJob> ended = std::move(s.job);
-    ended->emit(done);
-    // Written off the engine thread; a completion session given up is not worth it.
-    const bool kept = !s.completion || s.keyed;
-    if (logged.ok() && kept && s.state && Clock::now() - s.snapshot_time >= options_.snapshot_interval) {
+    std::shared_ptr<ResponseJob> ended = std::move(s.job);
+    // The last event goes out from the lane, once the log holds the turn: no wait for a step of
+    // the engine thread, which hears of it first (a call the event prompts comes after).
+    lane_->append(s.id, {std::move(row)}, false,
+                  [this, id = s.id, completion = s.completion, keep = std::move(keep), ended,
+                   done = std::move(done)](storage::SessionStore& store, const Status& logged) mutable {
+                    if (!logged.ok()) {
+                      log::error("conversation log write failed", {{"session", id}, {"error", logged.message()}});
+                      if (done.kind != ResponseEvent::Kind::kFailed) {
+                        done.kind = ResponseEvent::Kind::kFailed;
+                        done.error = logged.with_context(fmt::format("session {}: the turn could not be logged", id));
+                      }
+                    }
+                    bool keyed = false;
+                    std::vector<std::string> closed;
+                    if (completion) closed = keep_or_close(store, id, logged.ok() ? keep : std::nullopt, keyed);
+                    post([this, id, logged, keyed, closed] { turn_logged(id, logged, keyed, closed); });
+                    ended->emit(done);
+                  });
+  }
+
+  void fail(AgentSession& s, const Status& error) { finish(s, "cancelled", &error); }
+
+  // What keeps a completion session for prefix reuse (finish()).
+  struct PrefixKey {
+    std::string key;
+    std::optional<int64_t> tenant;
+    int64_t max_sessions = 0;  // of the tenant, the least recently used closed first
+  };
+
+  // On the store lane, a completion session's response ended: kept (keyed; the tenant's excess
+  // prefix sessions closed) or closed. Returns the sessions closed.
+  static std::vector<std::string> keep_or_close(storage::SessionStore& store, const std::string& id,
+                                                const std::optional<PrefixKey>& keep, bool& keyed) {
+    std::vector<std::string> close{id};
+    if (keep) {
+      Status st = store.set_prefix_key(id, keep->key);
+      if (st.ok()) {
+        keyed = true;
+        Result<std::vector<std::string>> excess = store.excess_prefix_sessions(keep->tenant, keep->max_sessions);
+        close = excess.ok() ? std::move(*excess) : std::vector<std::string>{};
+      } else {
+        log::warn("prefix session not kept", {{"session", id}, {"error", st.message()}});
+      }
+    }
+    for (const std::string& c : close) {
+      Status st = store.set_session_status(c, status_name(SessionStatus::kClosed));
+      if (!st.ok()) log::warn("session not closed", {{"session", c}, {"error", st.message()}});
+    }
+    return close;
+  }
+
+  // Sessions the store lane has closed leave memory.
+  void drop_closed(const std::vector<std::string>& ids) {
+    for (const std::string& id : ids) {
+      auto it = sessions_.find(id);
+      if (it != sessions_.end()) {
+        if (it->second->job) finish(*it->second, "cancelled");
+        sessions_.erase(it);
+      }
+      lane_->forget(id);
+    }
+  }
+
+  // The engine thread's part of a turn's end (finish()): the sessions the lane closed leave memory,
+  // and the state is snapshotted if it is time (written off the engine thread; a completion session
+  // given up is not worth it). A turn not logged leaves with its session (log_broken()).
+  void turn_logged(const std::string& id, const Status& logged, bool keyed, const std::vector<std::string>& closed) {
+    drop_closed(closed);
+    auto it = sessions_.find(id);
+    if (it == sessions_.end() || !logged.ok()) return;
+    AgentSession& s = *it->second;
+    s.keyed = keyed;
+    if (!s.state || s.job_active || (s.completion && !keyed)) return;
+    if (Clock::now() - s.snapshot_time >= options_.snapshot_interval) {
       Status st = start_snapshot(s, false);
       if (!st.ok()) log::warn("periodic snapshot not started", {{"session", s.id}, {"error", st.message()}});
     }
   }
 
-  void fail(AgentSession& s, const Status& error) { finish(s, "cancelled", &error); }
-
-  // A completion session's response ended. Completed, the session is keyed with its conversation
-  // and the answer as the client got it, so that the next turn continues it; otherwise nobody can
-  // continue it and it is closed. Either way, closings wait for settle_sessions().
-  void keep_or_close(AgentSession& s, const AssistantTurn& turn, bool completed) {
-    if (completed && !s.conversation_key.empty()) {
-      InputItem answer;
-      answer.kind = InputItem::Kind::kAssistantMessage;
-      answer.content = turn.text;
-      answer.tool_calls = turn.calls;
-      s.conversation_key = extend_conversation_key(s.conversation_key, answer);
-      Status keyed = store_->set_prefix_key(s.id, s.conversation_key);
-      if (keyed.ok()) {
-        s.keyed = true;
-        Result<std::vector<std::string>> excess = store_->excess_prefix_sessions(s.tenant, options_.max_prefix_sessions);
-        if (excess.ok()) closing_.insert(closing_.end(), excess->begin(), excess->end());
-        return;
-      }
-      log::warn("prefix session not kept", {{"session", s.id}, {"error", keyed.message()}});
-    }
-    closing_.push_back(s.id);
+  // The store lane could not write the session's log (StoreLane): its response, if any, fails
+  // (nothing it writes can be logged now), and the session leaves memory; the next call loads it
+  // from the log.
+  void log_broken(const std::string& id) {
+    auto it = sessions_.find(id);
+    if (it == sessions_.end()) return;
+    if (it->second->job) fail(*it->second, Status(ErrorCode::kUnavailable, fmt::format("session {}: a write of its log failed", id)));
+    sessions_.erase(it);
+    lane_->forget(id);
   }
 
-  // After each command and step, what finish() and the retention rule left to do with sessions
-  // they may not remove while in use: drop those whose turn could not be logged (the next use
-  // loads them from the database), and close the completion sessions given up.
-  void settle_sessions() {
-    std::vector<std::string> ids;
-    ids.swap(unloading_);
-    for (const std::string& id : ids) {
-      auto it = sessions_.find(id);
-      if (it != sessions_.end() && !it->second->job) sessions_.erase(it);
-    }
-    ids.clear();
-    ids.swap(closing_);
-    for (const std::string& id : ids) {
-      auto it = sessions_.find(id);
-      if (it != sessions_.end() && it->second->job) continue;  // in use again
-      Status st = store_->set_session_status(id, status_name(SessionStatus::kClosed));
-      if (!st.ok()) log::warn("completion session not closed", {{"session", id}, {"error", st.message()}});
-      if (it != sessions_.end()) sessions_.erase(it);
-    }
+  // Closes the session in storage (the engine thread has dropped it); the future has the outcome.
+  std::shared_future<Status> close_in_store(const std::string& id) {
+    std::shared_future<Status> closed = lane_->post([id](storage::SessionStore& store) {
+                                          Status st = store.set_session_status(id, status_name(SessionStatus::kClosed));
+                                          if (!st.ok()) log::warn("session not closed", {{"session", id}, {"error", st.message()}});
+                                          return st;
+                                        }).share();
+    lane_->forget(id);
+    return closed;
+  }
+
+  // Stores the session's status on the lane; a failure is only logged (the status is a hint for
+  // listings: the log and snapshots are the truth).
+  void store_status(const std::string& id, SessionStatus status) {
+    lane_->post([id, status](storage::SessionStore& store) {
+      Status st = store.set_session_status(id, status_name(status));
+      if (!st.ok()) log::warn("session status not stored", {{"session", id}, {"error", st.message()}});
+    });
   }
 
   void remove_job(AgentSession& s) {
@@ -1000,7 +1199,7 @@ class AgentRuntime::Engine {
     storage::SnapshotRequest request = snapshot_request(s.id, model_.fingerprint(), *s.state);
     request.owner = s.state;
     HIPPO_ASSIGN_OR_RETURN(auto written, writer_->submit(std::move(request), [this](const auto&) { note_storage_done(); }));
-    s.snapshot = SnapshotInFlight{std::move(written), s.state->n_tokens(), Clock::now(), then_free};
+    s.snapshot = SnapshotInFlight{written.share(), s.id, s.state->n_tokens(), Clock::now(), then_free};
     writing_.push_back(s.id);
     return Status::ok_status();
   }
@@ -1028,7 +1227,10 @@ class AgentRuntime::Engine {
       AgentSession& s = *it->second;
       if (s.restoring->restored.wait_for(std::chrono::seconds(0)) != std::future_status::ready) return false;
       Status st = settle_restore(s);
-      if (!st.ok()) log::warn("session not resumed", {{"session", s.id}, {"error", st.message()}});
+      if (!st.ok()) {
+        log::warn("session not resumed", {{"session", s.id}, {"error", st.message()}});
+        if (s.job && !s.job_active) fail(s, st.with_context(fmt::format("session {} could not be resumed", s.id)));
+      }
       return true;
     });
     std::erase_if(writing_, [&](const std::string& id) {
@@ -1047,10 +1249,10 @@ class AgentRuntime::Engine {
     if (!s.snapshot) return Status::ok_status();
     SnapshotInFlight done = std::move(*s.snapshot);
     s.snapshot.reset();
-    Result<storage::SnapshotWriteStats> written = done.written.get();
+    const Result<storage::SnapshotWriteStats>& written = done.written.get();
     if (!written.ok()) {
-      log::warn("snapshot failed", {{"session", s.id}, {"error", written.status().message()}});
-      Status failed = written.status().with_context("snapshot of session " + s.id);
+      log::warn("snapshot failed", {{"session", done.session_id}, {"error", written.status().message()}});
+      Status failed = written.status().with_context("snapshot of session " + done.session_id);
       if (done.then_free) {  // fit_budget() leaves it alone for a while
         s.swap_failed_at = Clock::now();
         swap_error_ = failed;
@@ -1060,6 +1262,7 @@ class AgentRuntime::Engine {
     stats_.snapshot_seconds += seconds_between(done.started, Clock::now());
     stats_.snapshot_bytes_written += written->written_stored_bytes;
     ++stats_.snapshots;
+    if (done.session_id != s.id) return Status::ok_status();  // a prefix fork waited for its source's
     s.snapshot_tokens = done.n_tokens;
     s.snapshot_time = Clock::now();
     if (done.then_free && !s.job_active) free_state(s);
@@ -1071,21 +1274,14 @@ class AgentRuntime::Engine {
     s.stored_tokens = s.state->n_tokens();
     s.state.reset();
     ++stats_.swap_outs;
-    Status st = store_->set_session_status(s.id, status_name(SessionStatus::kSwapped));
-    if (!st.ok()) log::warn("session status not stored", {{"session", s.id}, {"error", st.message()}});
+    store_status(s.id, SessionStatus::kSwapped);
   }
 
-  // The session's state snapshotted now, durable when it returns (the engine thread waits).
-  Status snapshot(AgentSession& s) {
+  // The session's state snapshotted now, the engine thread waiting for it (shutdown only).
+  Status snapshot_waiting(AgentSession& s) {
     HIPPO_RETURN_IF_ERROR(settle_snapshot(s));
     HIPPO_RETURN_IF_ERROR(start_snapshot(s, false));
     return settle_snapshot(s);
-  }
-
-  Status swap_out(AgentSession& s) {
-    HIPPO_RETURN_IF_ERROR(snapshot(s));
-    if (s.state) free_state(s);
-    return Status::ok_status();
   }
 
   // An upper bound of a swapped session's state once restored (a snapshot may hold logits).
@@ -1094,13 +1290,27 @@ class AgentRuntime::Engine {
            engine::SessionState::logits_bytes(model_.text());
   }
 
-  // Starts reading the swapped session's state back on the restore thread (RestoreInFlight).
+  // Starts bringing the session's model state back on the restore thread (RestoreInFlight): its
+  // latest snapshot's bytes, checked against the ids its log says they hold; when that snapshot
+  // is missing, corrupt, of another model or ahead of the log, a new state and the whole log to
+  // prefill again (a rebuild), read once the store lane has written every row posted so far.
   void start_restore(AgentSession& s) {
-    auto task = std::make_shared<std::packaged_task<Result<std::shared_ptr<engine::SessionState>>()>>(
-        [this, id = s.id, stored = s.stored_tokens]() -> Result<std::shared_ptr<engine::SessionState>> {
-          Result<engine::SessionState> state = read_state(*restore_store_, id, stored);
-          if (!state.ok()) return state.status();
-          return std::make_shared<engine::SessionState>(std::move(*state));
+    auto task = std::make_shared<std::packaged_task<Result<RestoredState>()>>(
+        [this, id = s.id, stored = s.stored_tokens, ahead = s.needs_rebuild, expected = s.expected_prefix,
+         logged = lane_->barrier()]() -> Result<RestoredState> {
+          Status why = ahead ? Status(ErrorCode::kCorrupt, "its snapshot is ahead of its log") : Status::ok_status();
+          if (why.ok()) {
+            Result<engine::SessionState> state = read_state(*restore_store_, id, stored);
+            if (state.ok() && !expected.empty() && state->token_ids() != expected)
+              state = Status(ErrorCode::kCorrupt, fmt::format("session {}: the snapshot's token ids differ from its log", id));
+            if (state.ok()) return RestoredState{std::make_shared<engine::SessionState>(std::move(*state)), {}, {}};
+            why = state.status();
+          }
+          logged.wait();
+          HIPPO_ASSIGN_OR_RETURN(std::vector<storage::MessageRecord> log, restore_store_->list_messages(id));
+          std::vector<int32_t> ids;  // the log holds every id of the session, the pending ones last
+          for (const storage::MessageRecord& row : log) ids.insert(ids.end(), row.token_ids.begin(), row.token_ids.end());
+          return RestoredState{std::make_shared<engine::SessionState>(model_.new_session()), std::move(ids), why};
         });
     s.restoring = RestoreInFlight{task->get_future(), Clock::now()};
     restoring_.push_back(s.id);
@@ -1110,69 +1320,47 @@ class AgentRuntime::Engine {
     });
   }
 
-  // Takes the state read back (waiting for it); one that cannot be used means a rebuild.
+  // Takes the state brought back (waiting for it).
   Status settle_restore(AgentSession& s) {
     RestoreInFlight done = std::move(*s.restoring);
     s.restoring.reset();
-    Result<std::shared_ptr<engine::SessionState>> restored = done.restored.get();
-    Status checked = restored.ok() ? check_restored(s, **restored) : restored.status();
-    if (!checked.ok()) return rebuild(s, checked);
-    return resumed(s, std::move(*restored), done.started);
+    HIPPO_ASSIGN_OR_RETURN(RestoredState restored, done.restored.get());
+    s.expected_prefix.clear();
+    s.expected_prefix.shrink_to_fit();
+    if (restored.rebuild_ids) {
+      log::warn("session snapshot unusable; rebuilding from the conversation log",
+                {{"session", s.id}, {"error", restored.rebuild_reason.message()}});
+      ++stats_.rebuilds;
+      s.pending = std::move(*restored.rebuild_ids);
+      s.snapshot_tokens = -1;
+    } else {
+      ++stats_.resumes;
+      stats_.resume_seconds += seconds_between(done.started, Clock::now());
+      log::debug("session resumed", {{"session", s.id}, {"tokens", restored.state->n_tokens()},
+                                     {"seconds", seconds_between(done.started, Clock::now())}});
+      s.snapshot_tokens = restored.state->n_tokens();
+      s.snapshot_time = Clock::now();
+    }
+    s.state = std::move(restored.state);
+    s.last_used = ++clock_;
+    s.needs_rebuild = false;
+    s.stored_tokens = 0;
+    store_status(s.id, SessionStatus::kReady);
+    return Status::ok_status();
   }
 
-  // Brings the session's model state back: its latest snapshot's bytes, checked; when that
-  // snapshot is missing, corrupt or of another model, the whole log is prefilled again.
+  // Brings the session's model state back now, the engine thread waiting for the restore thread
+  // (next_logits_now() only: a response's is brought back off the engine thread, admit()).
   Status make_resident(AgentSession& s) {
+    if (!s.state && !s.restoring) {
+      HIPPO_RETURN_IF_ERROR(fit_budget(restored_bytes(s), &s, true));
+      if (s.stored_tokens > 0 || s.needs_rebuild) start_restore(s);
+      else s.state = std::make_shared<engine::SessionState>(model_.new_session());  // nothing computed yet
+    }
     if (s.restoring) HIPPO_RETURN_IF_ERROR(settle_restore(s));
-    if (s.state) {
-      if (s.snapshot) s.snapshot->then_free = false;  // used again: the state stays
-      return Status::ok_status();
-    }
-    HIPPO_RETURN_IF_ERROR(fit_budget(restored_bytes(s), &s, true));
+    if (s.snapshot) s.snapshot->then_free = false;  // used again: the state stays
     s.last_used = ++clock_;
-    if (s.stored_tokens == 0 && !s.needs_rebuild) {  // nothing computed yet
-      s.state = std::make_shared<engine::SessionState>(model_.new_session());
-      return Status::ok_status();
-    }
-    const auto started = Clock::now();
-    Result<engine::SessionState> restored =
-        s.needs_rebuild ? Status(ErrorCode::kCorrupt, "its snapshot is ahead of its log") : restore(s);
-    if (!restored.ok()) return rebuild(s, restored.status());
-    return resumed(s, std::make_shared<engine::SessionState>(std::move(*restored)), started);
-  }
-
-  // The state read back is the session's.
-  Status resumed(AgentSession& s, std::shared_ptr<engine::SessionState> state, Clock::time_point started) {
-    s.state = std::move(state);
-    s.last_used = ++clock_;
-    ++stats_.resumes;
-    stats_.resume_seconds += seconds_between(started, Clock::now());
-    log::debug("session resumed", {{"session", s.id}, {"tokens", s.state->n_tokens()},
-                                   {"seconds", seconds_between(started, Clock::now())}});
-    s.needs_rebuild = false;
-    s.stored_tokens = 0;
-    return store_->set_session_status(s.id, status_name(SessionStatus::kReady));
-  }
-
-  // The state is rebuilt from the log: a new state, every logged id pending.
-  Status rebuild(AgentSession& s, const Status& why) {
-    log::warn("session snapshot unusable; rebuilding from the conversation log", {{"session", s.id}, {"error", why.message()}});
-    ++stats_.rebuilds;
-    s.needs_rebuild = true;  // until it is done: a failed read of the log is not retried by a restore
-    // The log holds every id of the session, the pending ones last.
-    HIPPO_ASSIGN_OR_RETURN(s.pending, log_ids(s.id));
-    s.state = std::make_shared<engine::SessionState>(model_.new_session());
-    s.last_used = ++clock_;
-    s.snapshot_tokens = -1;
-    s.needs_rebuild = false;
-    s.stored_tokens = 0;
-    return store_->set_session_status(s.id, status_name(SessionStatus::kReady));
-  }
-
-  Result<engine::SessionState> restore(AgentSession& s) {
-    HIPPO_ASSIGN_OR_RETURN(engine::SessionState state, read_state(*store_, s.id, s.stored_tokens));
-    HIPPO_RETURN_IF_ERROR(check_restored(s, state));
-    return state;
+    return Status::ok_status();
   }
 
   // The session's latest snapshot read back into a state (any thread, on its own store).
@@ -1194,26 +1382,6 @@ class AgentRuntime::Engine {
     std::vector<engine::StateStreamBytes> streams;
     for (size_t i = 0; i < targets.size(); ++i) streams.push_back({targets[i].name, buffers[i]});
     return engine::SessionState::restore(model_.text(), frontier, streams);
-  }
-
-  // A state read back holds the ids the log says it does.
-  Status check_restored(AgentSession& s, const engine::SessionState& state) {
-    if (!s.expected_prefix.empty() && state.token_ids() != s.expected_prefix) {
-      return Status(ErrorCode::kCorrupt, fmt::format("session {}: the snapshot's token ids differ from its log", s.id));
-    }
-    s.expected_prefix.clear();
-    s.expected_prefix.shrink_to_fit();
-    s.snapshot_tokens = state.n_tokens();
-    s.snapshot_time = Clock::now();
-    return Status::ok_status();
-  }
-
-  // Every id of the session's log, in order.
-  Result<std::vector<int32_t>> log_ids(const std::string& id) {
-    HIPPO_ASSIGN_OR_RETURN(std::vector<storage::MessageRecord> log, store_->list_messages(id));
-    std::vector<int32_t> ids;
-    for (const storage::MessageRecord& row : log) ids.insert(ids.end(), row.token_ids.begin(), row.token_ids.end());
-    return ids;
   }
 
   // --- sessions ---
@@ -1240,19 +1408,17 @@ class AgentRuntime::Engine {
 
   static int64_t log_tokens(const AgentSession& s) { return s.n_tokens() + static_cast<int64_t>(s.pending.size()); }
 
+  // A session in the engine thread's memory (with_session() loads one that is not).
   Result<AgentSession*> find(const std::string& id) {
     auto it = sessions_.find(id);
     if (it != sessions_.end()) return it->second.get();
-    HIPPO_ASSIGN_OR_RETURN(std::unique_ptr<AgentSession> loaded, load(id));
-    AgentSession* s = loaded.get();
-    sessions_[id] = std::move(loaded);
-    return s;
+    return Status(ErrorCode::kUnavailable, fmt::format("session {} was closed or dropped meanwhile", id));
   }
 
   // A session of the database that this process has not used yet: its settings, its chat encoder
-  // rebuilt by replaying the log (no model work), and what to restore.
-  Result<std::unique_ptr<AgentSession>> load(const std::string& id) {
-    HIPPO_ASSIGN_OR_RETURN(storage::SessionInfo info, store_->get_session(id));
+  // rebuilt by replaying the log (no model work), and what to restore. On the store lane.
+  Result<std::unique_ptr<AgentSession>> load(storage::SessionStore& store, const std::string& id) const {
+    HIPPO_ASSIGN_OR_RETURN(storage::SessionInfo info, store.get_session(id));
     if (info.status == status_name(SessionStatus::kClosed))
       return Status(ErrorCode::kFailedPrecondition, fmt::format("session {} is closed", id));
     if (info.model_fingerprint != model_.fingerprint()) {
@@ -1265,7 +1431,7 @@ class AgentRuntime::Engine {
     s->tenant = info.tenant_id;
     s->completion = info.kind == storage::kSessionKindCompletion;
     s->keyed = s->completion;  // it may hold a prefix key: cleared if anything is appended
-    HIPPO_ASSIGN_OR_RETURN(std::vector<storage::MessageRecord> log, store_->list_messages(id));
+    HIPPO_ASSIGN_OR_RETURN(std::vector<storage::MessageRecord> log, store.list_messages(id));
     std::vector<int32_t> ids;
     std::vector<tokenizer::Message> group;
     bool awaiting_answer = false;
@@ -1314,12 +1480,12 @@ class AgentRuntime::Engine {
       row.first_token = static_cast<int64_t>(ids.size());
       row.n_tokens = static_cast<int64_t>(suffix.ids.size());
       row.token_ids = suffix.ids;
-      HIPPO_RETURN_IF_ERROR(store_->append_message(id, row).status());
+      HIPPO_RETURN_IF_ERROR(store.append_message(id, row).status());
       ids.insert(ids.end(), suffix.ids.begin(), suffix.ids.end());
     }
     s->inputs = std::move(group);
     s->status = s->open_calls.empty() ? SessionStatus::kReady : SessionStatus::kAwaitingTool;
-    HIPPO_ASSIGN_OR_RETURN(std::optional<storage::SnapshotInfo> latest, store_->latest_snapshot(id));
+    HIPPO_ASSIGN_OR_RETURN(std::optional<storage::SnapshotInfo> latest, store.latest_snapshot(id));
     int64_t stored = latest ? latest->n_tokens : 0;
     if (stored > static_cast<int64_t>(ids.size())) {
       s->needs_rebuild = true;
@@ -1330,14 +1496,12 @@ class AgentRuntime::Engine {
       s->pending.assign(ids.begin() + stored, ids.end());
     }
     s->snapshot_tokens = latest ? stored : -1;
-    s->last_used = ++clock_;
     return s;
   }
 
   engine::Model& model_;
   const tokenizer::Tokenizer& tokenizer_;
   RuntimeOptions options_;
-  std::unique_ptr<storage::SessionStore> store_;
   uint64_t empty_state_bytes_ = 0;
 
   std::map<std::string, std::unique_ptr<AgentSession>> sessions_;
@@ -1347,8 +1511,6 @@ class AgentRuntime::Engine {
   Status swap_error_;                   // of the last swap-out that failed
   // A session whose swap-out failed is not swapped out again for this long (the disk may be full).
   static constexpr std::chrono::seconds kSwapRetry{5};
-  std::vector<std::string> closing_;    // completion sessions to close once the current work is done
-  std::vector<std::string> unloading_;  // sessions to drop from memory (a turn not logged)
   std::deque<AgentSession*> queue_;     // responses waiting for admission
   std::vector<AgentSession*> running_;  // admitted, in admission order
   uint64_t clock_ = 0;
@@ -1374,13 +1536,14 @@ class AgentRuntime::Engine {
   std::unique_ptr<storage::KvSnapshotWriter> writer_;
   std::unique_ptr<storage::SessionStore> restore_store_;  // the restore thread's connection
   SerialThread restorer_{kRestoreThreadName};
+  std::unique_ptr<StoreLane> lane_;  // the engine's connection, on a thread of its own
 };
 
 Result<std::unique_ptr<AgentRuntime>> AgentRuntime::open(engine::Model& model, const tokenizer::Tokenizer& tokenizer,
                                                          const RuntimeOptions& options) {
-  // The engine thread's connection never checkpoints the WAL (a commit of the conversation log would
-  // copy the WAL into the database file, hundreds of MB after a long session's snapshot): the
-  // snapshot writer's thread does it.
+  // The store lane's connection never checkpoints the WAL (a commit of the conversation log would
+  // copy the WAL into the database file, hundreds of MB after a long session's snapshot, and hold
+  // up the log): the snapshot writer's thread does it.
   storage::StoreOptions engine_store;
   engine_store.auto_checkpoint = false;
   HIPPO_ASSIGN_OR_RETURN(std::unique_ptr<storage::SessionStore> store,
@@ -1402,58 +1565,44 @@ AgentRuntime::~AgentRuntime() {
 
 Result<std::string> AgentRuntime::create_session(const SessionSettings& settings, std::string id,
                                                  std::optional<int64_t> tenant) {
-  return engine_->call([&]() -> Result<std::string> { return engine_->create_session(settings, std::move(id), tenant); });
+  return engine_->create_session(settings, std::move(id), tenant);
 }
 
 Status AgentRuntime::append_input(const std::string& session_id, std::vector<InputItem> items) {
-  return engine_->call([&]() -> Status { return engine_->append_input(session_id, std::move(items)); });
+  return engine_->append_input(session_id, std::move(items));
 }
 
 Status AgentRuntime::create_response(const std::string& session_id, ResponseOptions options, EventSink sink) {
-  return engine_->call(
-      [&]() -> Status { return engine_->create_response(session_id, std::move(options), std::move(sink)); });
+  return engine_->create_response(session_id, std::move(options), std::move(sink));
 }
 
 Result<AgentRuntime::ConversationResponse> AgentRuntime::respond_to_conversation(
     const SessionSettings& settings, std::optional<int64_t> tenant, std::vector<InputItem> items, ResponseOptions options,
     EventSink sink) {
-  return engine_->call([&]() -> Result<ConversationResponse> {
-    return engine_->respond_to_conversation(settings, tenant, std::move(items), std::move(options), std::move(sink));
-  });
+  return engine_->respond_to_conversation(settings, tenant, std::move(items), std::move(options), std::move(sink));
 }
 
-Status AgentRuntime::cancel(const std::string& session_id) {
-  return engine_->call([&]() -> Status { return engine_->cancel(session_id); });
-}
+Status AgentRuntime::cancel(const std::string& session_id) { return engine_->cancel(session_id); }
 
-Status AgentRuntime::snapshot(const std::string& session_id) {
-  return engine_->call([&]() -> Status { return engine_->snapshot_now(session_id); });
-}
+Status AgentRuntime::snapshot(const std::string& session_id) { return engine_->snapshot(session_id, false); }
 
-Status AgentRuntime::swap_out(const std::string& session_id) {
-  return engine_->call([&]() -> Status { return engine_->swap_out_now(session_id); });
-}
+Status AgentRuntime::swap_out(const std::string& session_id) { return engine_->snapshot(session_id, true); }
 
-Status AgentRuntime::close_session(const std::string& session_id) {
-  return engine_->call([&]() -> Status { return engine_->close(session_id); });
-}
+Status AgentRuntime::close_session(const std::string& session_id) { return engine_->close(session_id); }
 
 Result<std::string> AgentRuntime::fork_session(const std::string& source_id, std::string new_id) {
-  return engine_->call([&]() -> Result<std::string> { return engine_->fork(source_id, std::move(new_id)); });
+  return engine_->fork(source_id, std::move(new_id));
 }
 
-Result<SessionView> AgentRuntime::session(const std::string& session_id) {
-  return engine_->call([&]() -> Result<SessionView> { return engine_->view(session_id); });
-}
+Result<SessionView> AgentRuntime::session(const std::string& session_id) { return engine_->view(session_id); }
 
 Result<SessionSummary> AgentRuntime::session_summary(const std::string& session_id) {
-  return engine_->call([&]() -> Result<SessionSummary> { return engine_->summary(session_id); });
+  return engine_->summary(session_id);
 }
 
 Result<std::vector<SessionSummary>> AgentRuntime::list_sessions(std::optional<int64_t> tenant,
                                                                 bool include_completions) {
-  return engine_->call(
-      [&]() -> Result<std::vector<SessionSummary>> { return engine_->list(tenant, include_completions); });
+  return engine_->list(tenant, include_completions);
 }
 
 Result<int64_t> AgentRuntime::count_open_sessions(int64_t tenant) {
@@ -1479,7 +1628,7 @@ RuntimeStats AgentRuntime::stats() {
 }
 
 Result<std::vector<float>> AgentRuntime::next_logits(const std::string& session_id) {
-  return engine_->call([&]() -> Result<std::vector<float>> { return engine_->next_logits(session_id); });
+  return engine_->next_logits(session_id);
 }
 
 Status AgentRuntime::shutdown() {

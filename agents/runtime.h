@@ -15,14 +15,24 @@
 //               steps the other sessions meanwhile: a response waits only for the swap-outs that
 //               make room for it, or for its own session's snapshot (the writer reads the state's
 //               bytes, so nothing changes them until it is done). The writer also checkpoints the
-//               WAL; the engine thread's connection never does.
+//               WAL; the store lane's connection never does.
+//   the disk   the engine thread never waits for SQLite. The conversation log, session rows,
+//               loads (the log's replay) and retention run in order on the store lane
+//               (store_lane.h, thread kStoreThreadName, its own connection); snapshots on the
+//               writer's thread; read-backs on the restore thread. A response's last event is
+//               sent by the lane once the log holds its answer.
 //   durability  the conversation log is written as it happens; a session's state is snapshotted
 //               after a response once snapshot_interval has passed, on swap-out and at shutdown.
 //               After a crash a session resumes from its latest snapshot plus the ids its log has
-//               past it; a corrupt or foreign snapshot means a rebuild from the whole log.
+//               past it; a corrupt or foreign snapshot means a rebuild from the whole log. A
+//               failed log write fails what wrote it, and the session is loaded again from the
+//               database when next used.
 //
-// Public methods are thread-safe and return once the engine thread has done the operation;
-// response events reach the sink on the engine thread.
+// Public methods are thread-safe and return once the operation is done and what it wrote is in
+// the database (the caller's thread waits, not the engine thread). Response events reach the sink
+// on the engine thread, the last one on the store lane's, once the log holds the turn; an error
+// returned by create_response() after the response was queued (its prompt could not be logged)
+// means the response ends kFailed.
 #pragma once
 
 #include "agents/agent_types.h"
@@ -45,9 +55,12 @@ class Tokenizer;
 
 namespace hippo::agents {
 
-// The thread that reads swapped-out sessions back (in top, gdb and perf; storage's
-// KvSnapshotWriter names the one that writes them).
+// The runtime's threads (in top, gdb and perf): the engine thread, the one that reads swapped-out
+// sessions back, and the one that does the rest of its SQLite work (storage's KvSnapshotWriter
+// names the one that writes snapshots).
+inline constexpr const char* kEngineThreadName = "hippo-engine";
 inline constexpr const char* kRestoreThreadName = "hippo-restore";
+inline constexpr const char* kStoreThreadName = "hippo-store";
 
 struct RuntimeOptions {
   std::string db_path = "hippo.db";
@@ -106,10 +119,10 @@ class AgentRuntime {
                                                        std::vector<InputItem> items, ResponseOptions options,
                                                        EventSink sink);
   Status cancel(const std::string& session_id);
-  // Snapshots the session now (durable when it returns; the engine thread waits for it).
+  // Snapshots the session now (durable when it returns).
   Status snapshot(const std::string& session_id);
-  // Snapshots and frees the session's model state (for tests and the admin API; the engine thread
-  // waits for it, unlike the swap-outs of the memory manager).
+  // Snapshots and frees the session's model state (for tests and the admin API; the caller waits
+  // for it, unlike for the swap-outs of the memory manager).
   Status swap_out(const std::string& session_id);
   Status close_session(const std::string& session_id);
   // A new session of the same tenant with an exact copy of the source's conversation and model

@@ -294,6 +294,54 @@ TEST_CASE("a swapped-out session is read back off the engine thread: other sessi
   check_exact(*rt, db, b);
 }
 
+TEST_CASE("the engine thread does no SQLite work: log, sessions, conversations, snapshots, restores, loads",
+          "[agents]") {
+  storage::testing::FaultingVfs disk;
+  disk.count_io(kEngineThreadName);  // from before the runtime starts: its first retention pass too
+  TempDir dir;
+  const std::string db = dir / "hippo.db";
+  RuntimeOptions options;
+  options.snapshot_interval = std::chrono::milliseconds(0);  // a snapshot after every response
+  std::string a;
+  {
+    auto rt = open_runtime(db, options);
+    a = *rt->create_session({});
+    REQUIRE(turn(*rt, a, "Hello", 3).kind == ResponseEvent::Kind::kCompleted);
+    REQUIRE(rt->swap_out(a).ok());
+    REQUIRE(turn(*rt, a, "Again", 3).kind == ResponseEvent::Kind::kCompleted);  // read back
+    const auto fork = rt->fork_session(a);
+    REQUIRE(fork.ok());
+    REQUIRE(turn(*rt, *fork, "Forked", 3).kind == ResponseEvent::Kind::kCompleted);  // loaded from the database
+    REQUIRE(rt->close_session(*fork).ok());
+    // A stateless conversation, then its next turn continuing the idle prefix session.
+    Collector first;
+    const InputItem one{InputItem::Kind::kUserMessage, "One", ""};
+    REQUIRE(rt->respond_to_conversation({}, std::nullopt, {one}, greedy(3), first.sink()).ok());
+    REQUIRE(first.wait().kind == ResponseEvent::Kind::kCompleted);
+    Collector second;
+    const InputItem answer{InputItem::Kind::kAssistantMessage, first.text(), ""};
+    const auto next = rt->respond_to_conversation({}, std::nullopt, {one, answer, {InputItem::Kind::kUserMessage, "Two", ""}},
+                                                  greedy(3), second.sink());
+    REQUIRE(next.ok());
+    CHECK(!next->continued_from.empty());
+    REQUIRE(second.wait().kind == ResponseEvent::Kind::kCompleted);
+    REQUIRE(rt->session_summary(a).ok());
+    REQUIRE(rt->list_sessions().ok());
+  }
+  {
+    auto rt = open_runtime(db, options);  // a restart: a is loaded, then read back
+    REQUIRE(turn(*rt, a, "After the restart", 3).kind == ResponseEvent::Kind::kCompleted);
+    check_exact(*rt, db, a);
+  }
+  INFO("reads, writes, syncs and locks on the engine thread: " << disk.io_count());
+  CHECK(disk.io_count() == 0);
+  // The count sees the runtime's SQLite work where it is done.
+  disk.count_io(kStoreThreadName);
+  auto rt = open_runtime(db, options);
+  REQUIRE(turn(*rt, a, "Once more", 3).kind == ResponseEvent::Kind::kCompleted);
+  CHECK(disk.io_count() > 0);
+}
+
 TEST_CASE("a swap-out that cannot be written fails the response waiting for its memory clearly, and loses nothing",
           "[agents]") {
   TempDir dir;

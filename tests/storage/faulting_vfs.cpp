@@ -18,6 +18,8 @@ std::atomic<bool> g_fired{false};
 std::mutex g_slow_mutex;
 std::string g_slow_thread;
 std::chrono::microseconds g_slow_delay{0};
+std::string g_counted_thread;
+std::atomic<long> g_io_count{0};
 sqlite3_vfs* g_real = nullptr;
 sqlite3_vfs g_vfs;
 
@@ -43,23 +45,35 @@ bool should_fail() {
 }
 
 int x_close(sqlite3_file* f) { return as_file(f)->real()->pMethods->xClose(as_file(f)->real()); }
+
+std::string this_thread_name() {
+  char name[16] = {};
+  pthread_getname_np(pthread_self(), name, sizeof name);
+  return name;
+}
+
+void note_io() {
+  std::lock_guard lock(g_slow_mutex);
+  if (!g_counted_thread.empty() && g_counted_thread == this_thread_name()) ++g_io_count;
+}
+
 void maybe_slow_down() {
   std::chrono::microseconds delay{0};
   {
     std::lock_guard lock(g_slow_mutex);
     if (g_slow_thread.empty()) return;
-    char name[16] = {};
-    pthread_getname_np(pthread_self(), name, sizeof name);
-    if (g_slow_thread == name) delay = g_slow_delay;
+    if (g_slow_thread == this_thread_name()) delay = g_slow_delay;
   }
   std::this_thread::sleep_for(delay);
 }
 
 int x_read(sqlite3_file* f, void* buf, int n, sqlite3_int64 off) {
+  note_io();
   maybe_slow_down();
   return as_file(f)->real()->pMethods->xRead(as_file(f)->real(), buf, n, off);
 }
 int x_write(sqlite3_file* f, const void* buf, int n, sqlite3_int64 off) {
+  note_io();
   if (should_fail()) return SQLITE_IOERR_WRITE;
   maybe_slow_down();
   return as_file(f)->real()->pMethods->xWrite(as_file(f)->real(), buf, n, off);
@@ -68,13 +82,16 @@ int x_truncate(sqlite3_file* f, sqlite3_int64 size) {
   return as_file(f)->real()->pMethods->xTruncate(as_file(f)->real(), size);
 }
 int x_sync(sqlite3_file* f, int flags) {
+  note_io();
   if (should_fail()) return SQLITE_IOERR_FSYNC;
   return as_file(f)->real()->pMethods->xSync(as_file(f)->real(), flags);
 }
 int x_file_size(sqlite3_file* f, sqlite3_int64* size) {
   return as_file(f)->real()->pMethods->xFileSize(as_file(f)->real(), size);
 }
-int x_lock(sqlite3_file* f, int level) { return as_file(f)->real()->pMethods->xLock(as_file(f)->real(), level); }
+int x_lock(sqlite3_file* f, int level) {
+  note_io();
+  return as_file(f)->real()->pMethods->xLock(as_file(f)->real(), level); }
 int x_unlock(sqlite3_file* f, int level) { return as_file(f)->real()->pMethods->xUnlock(as_file(f)->real(), level); }
 int x_check_reserved(sqlite3_file* f, int* out) {
   return as_file(f)->real()->pMethods->xCheckReservedLock(as_file(f)->real(), out);
@@ -88,6 +105,7 @@ int x_shm_map(sqlite3_file* f, int region, int size, int extend, void volatile**
   return as_file(f)->real()->pMethods->xShmMap(as_file(f)->real(), region, size, extend, out);
 }
 int x_shm_lock(sqlite3_file* f, int offset, int n, int flags) {
+  note_io();
   return as_file(f)->real()->pMethods->xShmLock(as_file(f)->real(), offset, n, flags);
 }
 void x_shm_barrier(sqlite3_file* f) { as_file(f)->real()->pMethods->xShmBarrier(as_file(f)->real()); }
@@ -147,12 +165,15 @@ FaultingVfs::FaultingVfs() {
   g_countdown = 0;
   g_fired = false;
   slow_io({}, {});
+  count_io({});
   sqlite3_vfs_register(&g_vfs, 1);
 }
 
 FaultingVfs::~FaultingVfs() {
   sqlite3_vfs_unregister(&g_vfs);
   sqlite3_vfs_register(g_real, 1);
+  slow_io({}, {});
+  count_io({});
 }
 
 void FaultingVfs::fail_at(long n) {
@@ -167,5 +188,13 @@ void FaultingVfs::slow_io(const std::string& thread_name, std::chrono::microseco
   g_slow_thread = thread_name;
   g_slow_delay = delay;
 }
+
+void FaultingVfs::count_io(const std::string& thread_name) {
+  std::lock_guard lock(g_slow_mutex);
+  g_counted_thread = thread_name;
+  g_io_count = 0;
+}
+
+long FaultingVfs::io_count() const { return g_io_count.load(); }
 
 }  // namespace hippo::storage::testing

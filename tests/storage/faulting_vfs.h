@@ -1,5 +1,6 @@
 // A SQLite VFS for fault tests: it wraps the default VFS and makes the Nth write (or sync) fail
-// with SQLITE_IOERR, the way a failing disk would, or makes one thread's reads and writes slow. Installed as
+// with SQLITE_IOERR, the way a failing disk would, makes one thread's reads and writes slow, or
+// counts one thread's file work. Installed as
 // the default VFS while a FaultingVfs object lives, so the real store code runs unchanged on top
 // of it.
 #pragma once
@@ -24,6 +25,9 @@ class FaultingVfs {
   // Every read and write of threads named thread_name (pthread_setname_np) takes `delay` longer;
   // an empty name: none.
   void slow_io(const std::string& thread_name, std::chrono::microseconds delay);
+  // From now on, counts the reads, writes, syncs and locks of threads named thread_name.
+  void count_io(const std::string& thread_name);
+  long io_count() const;
 };
 
 }  // namespace hippo::storage::testing
