@@ -239,16 +239,22 @@ class AgentRuntime::Engine {
       // Storage copies the source's latest snapshot and its log past it; the fork then takes over the
       // source's conversation and model state (adopt_prefix_fork()).
       const std::string& source = match->session_id;
-      Result<storage::SessionInfo> fork =
-          lane_->post([&](storage::SessionStore& store) { return store.fork_session(source, {}); }).get();
+      Result<ForkCopy> fork = lane_->post([&](storage::SessionStore& store) -> Result<ForkCopy> {
+                                     HIPPO_ASSIGN_OR_RETURN(storage::SessionInfo info, store.fork_session(source, {}));
+                                     HIPPO_ASSIGN_OR_RETURN(std::optional<storage::SnapshotInfo> latest,
+                                                            store.latest_snapshot(info.id));
+                                     return ForkCopy{info.id, latest ? latest->n_tokens : 0};
+                                   }).get();
       Status adopted = fork.status();
       if (fork.ok()) {
         lane_->mark_loaded(fork->id);
+        std::optional<Status> adopting;  // unset: the source could not be loaded
         logged = with_session(source, [&](AgentSession& src) -> Result<Logged> {
-          adopted = adopt_prefix_fork(src, fork->id, keys[match->key_index]);
-          if (!adopted.ok()) return adopted;
+          adopting = adopt_prefix_fork(src, *fork, keys[match->key_index]);
+          if (!adopting->ok()) return *adopting;
           return respond(*sessions_.at(fork->id), std::span(items).subspan(match->key_index + 1));
         });
+        adopted = adopting ? *adopting : logged.status();
         if (adopted.ok()) {
           id = fork->id;
           out.continued_from = source;
@@ -516,12 +522,19 @@ class AgentRuntime::Engine {
     return logged;
   }
 
+  // A prefix session's fork as storage made it: its id, and the tokens of the snapshot it copied.
+  struct ForkCopy {
+    std::string id;
+    int64_t snapshot_tokens = 0;
+  };
+
   // The fork that respond_to_conversation() made in storage takes over the idle source's
   // conversation and model state. The source's snapshot holds that state before the fork changes it: the fork's
   // next response waits for it to be written, as for a snapshot of its own.
-  Status adopt_prefix_fork(AgentSession& source, const std::string& fork_id, const std::string& key) {
+  Status adopt_prefix_fork(AgentSession& source, const ForkCopy& copy, const std::string& key) {
     AgentSession* src = &source;
     const std::string source_id = source.id;
+    const std::string& fork_id = copy.id;
     if (src->job) return Status(ErrorCode::kFailedPrecondition, fmt::format("session {}: a response is in progress", source_id));
     if (src->state) HIPPO_RETURN_IF_ERROR(start_snapshot(*src, false));
     auto f = std::make_unique<AgentSession>(fork_id, src->settings, src->encoder);
@@ -532,7 +545,7 @@ class AgentRuntime::Engine {
     f->n_calls = src->n_calls;
     f->pending = src->pending;
     f->status = src->open_calls.empty() ? SessionStatus::kReady : SessionStatus::kAwaitingTool;
-    f->snapshot_tokens = src->snapshot_tokens;  // storage's copy holds that snapshot or a later one
+    f->snapshot_tokens = copy.snapshot_tokens > 0 ? copy.snapshot_tokens : -1;
     f->snapshot_time = src->snapshot_time;
     f->last_used = ++clock_;
     if (src->state) {
@@ -549,7 +562,9 @@ class AgentRuntime::Engine {
     } else {
       f->stored_tokens = src->stored_tokens;
       f->expected_prefix = src->expected_prefix;
-      f->needs_rebuild = src->needs_rebuild;
+      // The copy was taken before the snapshot of the state another fork took over was written (two
+      // continuations of one prefix at once): it holds an older snapshot, so the fork is rebuilt.
+      f->needs_rebuild = src->needs_rebuild || copy.snapshot_tokens != src->stored_tokens;
     }
     src->last_used = ++clock_;
     lane_->post([source_id, key](storage::SessionStore& store) {  // used now: last to be closed

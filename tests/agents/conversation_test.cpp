@@ -7,6 +7,8 @@
 
 #include <catch2/catch.hpp>
 
+#include <thread>
+
 namespace hippo::agents {
 namespace {
 
@@ -109,6 +111,39 @@ TEST_CASE("a conversation continues the idle session holding its longest prefix,
   check_exact(*rt, db, t4.started.session_id);
   // Idle prefix sessions do not count as the tenant's open sessions.
   CHECK(rt->count_open_sessions(other_tenant).value() == 0);
+}
+
+TEST_CASE("continuations of one prefix sent at once each continue it, exactly", "[agents][conversation]") {
+  TempDir dir;
+  const std::string db = dir / "hippo.db";
+  RuntimeOptions options;
+  options.snapshot_interval = std::chrono::hours(1);  // the prefix session's state is snapshotted only as a fork takes it
+  auto rt = open_runtime(db, options);
+  SessionSettings settings;
+  const std::vector<InputItem> first{user("Hello there")};
+  const Turn t1 = respond(*rt, settings, first);
+  // One fork takes the prefix session's state while its snapshot is written; the others copy the
+  // storage as it is then (before or after that snapshot) and are read back or rebuilt.
+  constexpr size_t kContinuations = 4;
+  std::vector<Collector> collectors(kContinuations);
+  std::vector<Result<AgentRuntime::ConversationResponse>> started(kContinuations, Status(ErrorCode::kInternal, "not run"));
+  std::vector<std::thread> threads;
+  for (size_t i = 0; i < kContinuations; ++i) {
+    threads.emplace_back([&, i] {  // no Catch assertions off the test's thread
+      started[i] = rt->respond_to_conversation(settings, std::nullopt,
+                                               with(first, {t1.answer, user("Branch " + std::to_string(i))}), greedy(5),
+                                               collectors[i].sink());
+    });
+  }
+  for (std::thread& t : threads) t.join();
+  for (size_t i = 0; i < kContinuations; ++i) {
+    INFO(started[i].status().to_string());
+    REQUIRE(started[i].ok());
+    CHECK(started[i]->continued_from == t1.started.session_id);
+    CHECK(collectors[i].wait().kind == ResponseEvent::Kind::kCompleted);
+    check_exact(*rt, db, started[i]->session_id);
+  }
+  check_exact(*rt, db, t1.started.session_id);  // the source, as it was
 }
 
 TEST_CASE("a conversation with the client's own tool-calling turns renders, continues and replays exactly",
