@@ -53,6 +53,7 @@ constexpr int kFp8MaxFastScale = 134;
 struct DecodeTables {
   std::array<float, 256> e4m3, e8m0;
   std::array<float, 256> fp8_mult;  // 2^120 times the E8M0 scale where that is finite, else 0 (see fp8_vec)
+  std::array<float, 256> fp8_inv;   // 1 / fp8_mult where fp8_mult is not 0 (exact: a power of two)
   std::array<std::array<float, 2>, 256> e2m1_pair;  // a packed byte -> {even (low nibble), odd (high nibble)}
   DecodeTables() {
     for (int b = 0; b < 256; ++b) {
@@ -60,6 +61,7 @@ struct DecodeTables {
       e4m3[b] = ref::e4m3fn_to_f32(byte);
       e8m0[b] = ref::e8m0_to_f32(byte);
       fp8_mult[b] = b <= kFp8MaxFastScale ? e8m0[b] * 0x1p120f : 0.0f;
+      fp8_inv[b] = b <= kFp8MaxFastScale ? 1.0f / fp8_mult[b] : 0.0f;
       e2m1_pair[b] = {ref::e2m1_to_f32(byte & 0xF), ref::e2m1_to_f32(static_cast<std::uint8_t>(byte >> 4))};
     }
   }
@@ -120,6 +122,13 @@ struct Simd {
   // times 2^-120 (E4M3 subnormals land on fp32 subnormals), so one multiply by mult = 2^120 times
   // the scale (DecodeTables::fp8_mult), rounded once as ref's product is, finishes the job.
   HIPPO_LINEAR_TARGET __attribute__((always_inline)) static Vec fp8_vec(const std::uint8_t* src, float mult) {
+    return fp8_bits(src) * mult;
+  }
+
+  // The first half of fp8_vec: the E4M3 values times 2^-120 (NaN codes become numbers). The
+  // decode kernel multiplies them with x scaled by 2^120 times the block's scale (scale_x_fp8):
+  // the product is exactly x times the weight, one multiply fewer per vector.
+  HIPPO_LINEAR_TARGET __attribute__((always_inline)) static Vec fp8_bits(const std::uint8_t* src) {
     IVec v;
 #if defined(__x86_64__)
     if constexpr (W == 16) {
@@ -136,7 +145,7 @@ struct Simd {
       std::memcpy(&v, lanes, sizeof v);
     }
     const UVec bits = __builtin_bit_cast(UVec, v << 20) & 0x87F00000u;
-    return __builtin_bit_cast(Vec, bits) * mult;
+    return __builtin_bit_cast(Vec, bits);
   }
 
   // 16 bytes at a time: lanes 0xFF where a byte is an E4M3 NaN code.
@@ -289,10 +298,9 @@ struct Simd {
       for (int q = 0; q < kV; ++q) out[q] = bf16_vec(src + q * W);
     } else if constexpr (F == WeightFormat::kFp8Block) {
       static_assert(kVectorDecode, "4-lane vectors decode FP8 one value at a time");
-      // The 16 columns share one scale; dot_rows checks codes and scales (fp8_vec).
-      const float mult = tables.fp8_mult[r.scales[c >> r.shift]];
+      // Without the scale: dot_rows multiplies by x scaled (scale_x_fp8) and checks the codes.
 #pragma GCC unroll 4
-      for (int q = 0; q < kV; ++q) out[q] = fp8_vec(r.bytes + c + q * W, mult);
+      for (int q = 0; q < kV; ++q) out[q] = fp8_bits(r.bytes + c + q * W);
     } else {
       static_assert(F == WeightFormat::kFp4Row32 && kVectorDecode, "4-lane vectors decode FP4 one value at a time");
       const Vec table = fp4_table(*r.fp4, r.scales[c >> 5]);
@@ -389,10 +397,11 @@ struct Simd {
   // ---- decode: m <= kSmallM rows of x, dot products straight from the weight bytes ----
 
   // Rows r0 .. r0 + NR of W against the MR rows of x (row i at x + i * k; x_tail: their last
-  // k % 16 columns, zero-padded to 16 each).
+  // k % 16 columns, zero-padded to 16 each). FP8 (not Scalar) reads xs instead of x for the
+  // first k / 16 * 16 columns: x scaled per block by scale_x_fp8 for these rows.
   template <WeightFormat F, bool Scalar, int MR, int NR>
-  HIPPO_LINEAR_TARGET static void dot_rows(const float* x, const float* x_tail, const WeightView& w, std::int64_t r0,
-                                           const LinearOut& y) {
+  HIPPO_LINEAR_TARGET static void dot_rows(const float* x, const float* xs, const float* x_tail, const WeightView& w,
+                                           std::int64_t r0, const LinearOut& y) {
     const DecodeTables& tables = decode_tables();
     const std::int64_t k = w.cols, full = k / 16 * 16;
     RowCursor rows[NR];
@@ -403,17 +412,14 @@ struct Simd {
     constexpr int kBits = F == WeightFormat::kF32 ? 32 : F == WeightFormat::kBF16 ? 16 : F == WeightFormat::kFp8Block ? 8 : 4;
     constexpr std::int64_t kStepsPerLine = 64 * 8 / (16 * kBits);
     const std::int64_t ahead = NR * (k * kBits / 8);
-    // FP8's fast path takes neither scales above 2^7 (checked here, a row's few scale bytes) nor
-    // NaN codes (checked as the bytes pass); rows with either are done one value at a time.
-    constexpr bool kCheckFp8 = F == WeightFormat::kFp8Block && !Scalar;
-    if constexpr (kCheckFp8)
-      for (int j = 0; j < NR; ++j)
-        for (std::int64_t b = 0; b < (k + w.block - 1) / w.block; ++b)
-          if (rows[j].scales[b] > kFp8MaxFastScale) return dot_rows<F, true, MR, NR>(x, x_tail, w, r0, y);
-    Bytes16 fp8_nan{};  // kCheckFp8: NaN codes seen
+    // FP8's fast path takes no NaN codes (checked as the bytes pass); rows with any are done one
+    // value at a time.
+    constexpr bool kFastFp8 = F == WeightFormat::kFp8Block && !Scalar;
+    const float* xv = kFastFp8 ? xs : x;
+    Bytes16 fp8_nan{};  // kFastFp8: NaN codes seen
     Vec acc[MR][NR][kV] = {};
     for (std::int64_t c = 0; c < full; c += 16) {
-      if constexpr (kCheckFp8)
+      if constexpr (kFastFp8)
 #pragma GCC unroll 8
         for (int j = 0; j < NR; ++j) fp8_nan |= fp8_nan_lanes(rows[j].bytes + c);
       if (c / 16 % kStepsPerLine == 0)
@@ -426,7 +432,7 @@ struct Simd {
 #pragma GCC unroll 8
         for (int i = 0; i < MR; ++i)
 #pragma GCC unroll 4
-          for (int q = 0; q < kV; ++q) acc[i][j][q] += load(x + i * k + c + q * W) * wv[q];
+          for (int q = 0; q < kV; ++q) acc[i][j][q] += load(xv + i * k + c + q * W) * wv[q];
       }
     }
     if (full < k) {  // the last step: x and W zero past k
@@ -440,8 +446,8 @@ struct Simd {
           for (int q = 0; q < kV; ++q) acc[i][j][q] += load(x_tail + 16 * i + q * W) * load(tail + q * W);
       }
     }
-    if constexpr (kCheckFp8)
-      if (any_lane(fp8_nan)) return dot_rows<F, true, MR, NR>(x, x_tail, w, r0, y);
+    if constexpr (kFastFp8)
+      if (any_lane(fp8_nan)) return dot_rows<F, true, MR, NR>(x, xs, x_tail, w, r0, y);
 #pragma GCC unroll 8
     for (int i = 0; i < MR; ++i) {
       float out[NR];
@@ -452,11 +458,11 @@ struct Simd {
 
   // The last n % NR rows, through dot_rows of that height.
   template <WeightFormat F, bool Scalar, int MR, int R>
-  HIPPO_LINEAR_TARGET static void dot_rows_tail(int rows, const float* x, const float* x_tail, const WeightView& w,
-                                                std::int64_t r0, const LinearOut& y) {
+  HIPPO_LINEAR_TARGET static void dot_rows_tail(int rows, const float* x, const float* xs, const float* x_tail,
+                                                const WeightView& w, std::int64_t r0, const LinearOut& y) {
     if constexpr (R > 0) {
-      if (rows == R) return dot_rows<F, Scalar, MR, R>(x, x_tail, w, r0, y);
-      dot_rows_tail<F, Scalar, MR, R - 1>(rows, x, x_tail, w, r0, y);
+      if (rows == R) return dot_rows<F, Scalar, MR, R>(x, xs, x_tail, w, r0, y);
+      dot_rows_tail<F, Scalar, MR, R - 1>(rows, x, xs, x_tail, w, r0, y);
     }
   }
 
@@ -468,16 +474,48 @@ struct Simd {
   // NR rows of W (fewer at the end) against rows 0 .. MA of x, then the same rows of W (now in
   // L1) against rows MA .. MA + MB: up to 8 rows of x read the weights from memory once.
   template <WeightFormat F, bool Scalar, int MA, int MB, int NR>
-  HIPPO_LINEAR_TARGET static void dot_group(int nr, const float* x, const float* x_tail, const WeightView& w,
-                                            std::int64_t r0, const LinearOut& y, const LinearOut& y_b) {
-    if (nr == NR) dot_rows<F, Scalar, MA, NR>(x, x_tail, w, r0, y);
-    else dot_rows_tail<F, Scalar, MA, NR - 1>(nr, x, x_tail, w, r0, y);
+  HIPPO_LINEAR_TARGET static void dot_group(int nr, const float* x, const float* xs, const float* x_tail,
+                                            const WeightView& w, std::int64_t r0, const LinearOut& y,
+                                            const LinearOut& y_b) {
+    if (nr == NR) dot_rows<F, Scalar, MA, NR>(x, xs, x_tail, w, r0, y);
+    else dot_rows_tail<F, Scalar, MA, NR - 1>(nr, x, xs, x_tail, w, r0, y);
     if constexpr (MB > 0) {
       const float* x_b = x + MA * w.cols;
-      if (nr == NR) dot_rows<F, Scalar, MB, NR>(x_b, x_tail + MA * 16, w, r0, y_b);
-      else dot_rows_tail<F, Scalar, MB, NR - 1>(nr, x_b, x_tail + MA * 16, w, r0, y_b);
+      const float* xs_b = xs != nullptr ? xs + MA * w.cols : nullptr;
+      if (nr == NR) dot_rows<F, Scalar, MB, NR>(x_b, xs_b, x_tail + MA * 16, w, r0, y_b);
+      else dot_rows_tail<F, Scalar, MB, NR - 1>(nr, x_b, xs_b, x_tail + MA * 16, w, r0, y_b);
     }
   }
+
+  // The FP8 decode's x for the rows of scale block rb: each of the first k / 16 * 16 columns of
+  // the m rows of x times 2^120 times its block's scale, into out [m, k]. Then x · W is, product
+  // for product and bit for bit, xs times fp8_bits' values (E4M3 times 2^-120), one multiply fewer
+  // per weight vector. False when a value does not scale exactly (past the float range, into its
+  // subnormals, a NaN, or a scale above 2^7): those rows go one value at a time.
+  // (Not a template: g++ 12 gives vector comparisons in member templates the type bool.)
+  HIPPO_LINEAR_TARGET static bool scale_x_fp8(const float* x, int m, const WeightView& w, const DecodeTables& tables,
+                                              std::int64_t rb, float* out) {
+    const std::int64_t k = w.cols, full = k / 16 * 16;
+    const int shift = __builtin_ctzll(static_cast<unsigned long long>(w.block));
+    const std::uint8_t* scales = w.scales + rb * ((k + w.block - 1) / w.block);
+    IVec inexact = {};
+    for (std::int64_t c = 0; c < full; c += 16) {
+      const std::uint8_t scale = scales[c >> shift];
+      if (scale > kFp8MaxFastScale) return false;
+      const float mult = tables.fp8_mult[scale], inv = tables.fp8_inv[scale];
+      for (int i = 0; i < m; ++i)
+#pragma GCC unroll 4
+        for (int q = 0; q < kV; ++q) {
+          const Vec v = load(x + i * k + c + q * W), scaled = v * mult;
+          inexact |= scaled * inv != v;  // NaN differs from everything
+          store(out + i * k + c + q * W, scaled);
+        }
+    }
+    std::int32_t lanes[W];
+    std::memcpy(lanes, &inexact, sizeof lanes);
+    return std::all_of(lanes, lanes + W, [](std::int32_t lane) { return lane == 0; });
+  }
+
 
   template <WeightFormat F, bool Scalar, int MR>
   HIPPO_LINEAR_TARGET static void decode_format(const float* x, const WeightView& w, const LinearOut& y, ThreadPool& pool) {
@@ -488,9 +526,29 @@ struct Simd {
     const LinearOut y_b = y.rows != nullptr ? LinearOut{nullptr, y.rows + MA} : LinearOut{y.y + MA * w.rows, nullptr};
     const std::int64_t groups = (w.rows + NR - 1) / NR;
     pool.parallel_for(groups, [&](std::int64_t g0, std::int64_t g1) {
-      for (std::int64_t g = g0; g < g1; ++g) {
-        const int nr = static_cast<int>(std::min<std::int64_t>(NR, w.rows - g * NR));
-        dot_group<F, Scalar, MA, MB, NR>(nr, x, x_tail, w, g * NR, y, y_b);
+      if constexpr (F == WeightFormat::kFp8Block && !Scalar) {
+        // A group's NR rows lie in one scale block (a power of two of at least 16 rows): x is
+        // scaled once per block, in this thread's buffer, bounded by 8 rows of x.
+        static_assert(16 % NR == 0, "a decode group must not straddle FP8 scale blocks");
+        thread_local std::vector<float> scaled;
+        scaled.resize(static_cast<std::size_t>(MR * k));
+        const DecodeTables& tables = decode_tables();
+        std::int64_t block = -1;
+        bool exact = false;
+        for (std::int64_t g = g0; g < g1; ++g) {
+          const int nr = static_cast<int>(std::min<std::int64_t>(NR, w.rows - g * NR));
+          if (g * NR / w.block != block) {
+            block = g * NR / w.block;
+            exact = scale_x_fp8(x, MR, w, tables, block, scaled.data());
+          }
+          if (exact) dot_group<F, false, MA, MB, NR>(nr, x, scaled.data(), x_tail, w, g * NR, y, y_b);
+          else dot_group<F, true, MA, MB, NR>(nr, x, nullptr, x_tail, w, g * NR, y, y_b);
+        }
+      } else {
+        for (std::int64_t g = g0; g < g1; ++g) {
+          const int nr = static_cast<int>(std::min<std::int64_t>(NR, w.rows - g * NR));
+          dot_group<F, Scalar, MA, MB, NR>(nr, x, nullptr, x_tail, w, g * NR, y, y_b);
+        }
       }
     });
   }

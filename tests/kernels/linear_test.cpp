@@ -8,6 +8,7 @@
 
 #include <cmath>
 #include <cstring>
+#include <limits>
 #include <random>
 #include <string>
 #include <vector>
@@ -254,6 +255,39 @@ TEST_CASE("fp8 rows with NaN codes or scales above 2^7 decode as the reference d
       REQUIRE(kernels::cpu::linear_with_isa(isa, &x[(m - 1) * k], 1, w.view, alone.data(), pool).ok());
       for (std::int64_t r = 0; r < n; ++r)
         if (r != 5 && r != 38) CHECK(alone[r] == got[static_cast<std::size_t>((m - 1) * n + r)]);
+    }
+  }
+}
+
+// The FP8 decode kernel multiplies the weights' codes (times 2^-120) with x times 2^120 times the
+// block's scale, which is exact only while that product stays a normal float: x near either end of
+// the float range, zeros of either sign, NaN and infinities, and scales from 2^-127 to 2^8 must
+// give each row the bits the prefill kernel gives it (the batch of 9; a NaN in x makes its row NaN).
+TEST_CASE("fp8 decode equals the prefill kernel bit for bit with x at the ends of the float range", "[linear]") {
+  std::mt19937 rng(19);
+  kernels::cpu::ThreadPool pool(2);
+  const std::int64_t n = 64, k = 200;  // two row blocks, seven column blocks (the last partial), a tail
+  TestWeight w(WeightFormat::kFp8Block, n, k, rng);
+  const std::uint8_t scales[] = {0, 1, 100, 127, 130, 134, 135};
+  for (std::size_t b = 0; b < w.scales.size(); ++b) w.scales[b] = scales[b % std::size(scales)];
+  const float ends[] = {3.0e38f, -1.0e30f, 7.0e20f, 1.0e-38f, -2.0e-40f, 1.0e-45f, 0.0f, -0.0f, 1.5f, -300.0f};
+  auto x = random_x(9, k, rng);
+  for (std::int64_t i = 1; i < 9; ++i)  // row 0 stays ordinary
+    for (std::int64_t c = 0; c < k; ++c)
+      if (c % i == 0) x[static_cast<std::size_t>(i * k + c)] = ends[(c + i) % std::size(ends)];
+  x[7 * k + 3] = std::numeric_limits<float>::quiet_NaN();
+  x[8 * k + 150] = std::numeric_limits<float>::infinity();
+  for (const std::string& isa : kernels::cpu::runnable_linear_isas()) {
+    std::vector<float> batch(static_cast<std::size_t>(9 * n));
+    REQUIRE(kernels::cpu::linear_with_isa(isa, x.data(), 9, w.view, batch.data(), pool).ok());
+    for (std::int64_t r = 0; r < n; ++r) CHECK(std::isnan(batch[static_cast<std::size_t>(7 * n + r)]));
+    for (std::int64_t m : {1, 3, 8}) {
+      for (std::int64_t i0 = 0; i0 + m <= 9; i0 += m) {
+        INFO(isa << " m=" << m << " rows " << i0 << "..");
+        std::vector<float> got(static_cast<std::size_t>(m * n));
+        REQUIRE(kernels::cpu::linear_with_isa(isa, &x[i0 * k], m, w.view, got.data(), pool).ok());
+        CHECK(std::memcmp(got.data(), &batch[i0 * n], got.size() * sizeof(float)) == 0);
+      }
     }
   }
 }
