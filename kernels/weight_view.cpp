@@ -23,13 +23,18 @@ Status WeightView::validate() const {
   switch (format) {
     case WeightFormat::kF32:
     case WeightFormat::kBF16:
+      if (row_stride != 0) return make_error(ErrorCode::kInvalidArgument, "{} weight: only FP4 rows take a row stride", name);
       return {};
     case WeightFormat::kFp8Block:
       if (block <= 0) return make_error(ErrorCode::kInvalidArgument, "{} weight: block size {} is not positive", name, block);
+      if (row_stride != 0) return make_error(ErrorCode::kInvalidArgument, "{} weight: only FP4 rows take a row stride", name);
       break;
     case WeightFormat::kFp4Row32:
       if (cols % 32 != 0)
         return make_error(ErrorCode::kInvalidArgument, "{} weight: {} columns is not a multiple of 32", name, cols);
+      if (row_stride != 0 && row_stride < cols / 2)
+        return make_error(ErrorCode::kInvalidArgument, "{} weight: row stride {} is shorter than a row's {} code bytes", name,
+                          row_stride, cols / 2);
       break;
   }
   if (scales == nullptr) return make_error(ErrorCode::kInvalidArgument, "{} weight: no scales", name);
@@ -52,8 +57,8 @@ WeightView weight_rows(const WeightView& view, std::int64_t first, std::int64_t 
       break;
     }
     case WeightFormat::kFp4Row32:
-      rows.data = bytes + first * view.cols / 2;
-      rows.scales = view.scales + first * view.cols / 32;
+      rows.data = bytes + first * fp4_code_stride(view);
+      rows.scales = view.scales + first * fp4_scale_stride(view);
       break;
   }
   return rows;

@@ -25,11 +25,19 @@ struct WeightView {
   std::int64_t rows = 0;
   std::int64_t cols = 0;
   std::int64_t block = 0;  // kFp8Block: the square block edge of the scales
+  // kFp4Row32: bytes from one row's codes (and from its scales) to the next row's; 0 means
+  // packed (cols / 2 and cols / 32). Rows kept as whole records, codes then scales (the session's
+  // FP4 index keys), are read in place with data = the first record, scales = data + cols / 2.
+  std::int64_t row_stride = 0;
 
   // Checks the view against its format's rules (positive shape, scales present, FP4 column count
   // a multiple of 32, FP8 block positive). Kernels assume a validated view.
   Status validate() const;
 };
+
+// Bytes from one FP4 row's codes to the next's, and from its scales to the next's.
+inline std::int64_t fp4_code_stride(const WeightView& w) { return w.row_stride != 0 ? w.row_stride : w.cols / 2; }
+inline std::int64_t fp4_scale_stride(const WeightView& w) { return w.row_stride != 0 ? w.row_stride : w.cols / 32; }
 
 // Rows [first, first + count) of W as a view of their own (the grouped output projection uses one
 // per group; benchmarks check slices against kernels/ref). FP8 blocks of scales must not be cut:

@@ -106,10 +106,7 @@ void ForwardPass::compress(const LayerWeights& lw, const std::vector<float>& u) 
     shared.kv_codes = writer.kv.data();
     shared.kv_slot.assign(static_cast<size_t>(shared.n_entries), -1);
     shared.kv.clear();
-    shared.index.resize(static_cast<size_t>(shared.n_entries * idh));
-    for (int64_t e = 0; e < shared.n_entries; ++e) {
-      decode_index_entry(&writer.index[static_cast<size_t>(e * index_bytes)], idh, &shared.index[static_cast<size_t>(e * idh)]);
-    }
+    shared.index_codes = writer.index.data();
   }
 }
 

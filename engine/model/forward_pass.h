@@ -31,14 +31,15 @@ class ForwardPass {
   void run();
 
  private:
-  // What the layers of one forward share per session: the current KV group's decoded compressed
-  // entries and index keys, the latest top-k selection and the candidate blocks (per row).
+  // What the layers of one forward share per session: the current KV group's compressed entries
+  // (those attention selected decoded), its index keys as stored (the indexer reads the FP4 codes in
+  // place), the latest top-k selection and the candidate blocks (per row).
   struct Shared {
     int64_t n_entries = 0;
     const std::uint8_t* kv_codes = nullptr;  // the writer's compressed-KV stream
     std::vector<int32_t> kv_slot;            // per entry: its row in kv, -1 until attention selects it
     std::vector<float> kv;                   // the decoded entries attention selected, [slots, head_dim]
-    std::vector<float> index;                // [n_entries, index_head_dim]
+    const std::uint8_t* index_codes = nullptr;  // the writer's index keys, [n_entries, index_entry_bytes]
     bool has_selection = false;
     std::vector<std::vector<int32_t>> selection;   // per row: attended compressed entries, ascending
     bool has_candidates = false;

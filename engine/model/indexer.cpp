@@ -18,6 +18,7 @@ using namespace ops;  // NOLINT: the shared scalar helpers of the forward pass
 void ForwardPass::index(const LayerWeights& lw, const std::vector<float>& u, const std::vector<float>& q_residual) {
   const LayerRole& role = lw.role;
   const int64_t hI = t_.index_n_heads, idh = t_.index_head_dim, ratio = role.compress_ratio;
+  const int64_t index_bytes = index_entry_bytes(idh);
   std::vector<float> q(static_cast<size_t>(rows_ * hI * idh));
   linear(q_residual.data(), rows_, lw.index_wq_b, q.data());
   for (int64_t r = 0; r < rows_; ++r) {
@@ -46,13 +47,13 @@ void ForwardPass::index(const LayerWeights& lw, const std::vector<float>& u, con
 
     if (uses_candidates) {
       // A reindex layer scores only the keys of each row's candidate blocks: per row, those keys
-      // are gathered and transposed, and kernels/cpu/attention_ops gives every head's dot products
+      // are decoded and transposed, and kernels/cpu/attention_ops gives every head's dot products
       // (each a fixed chain over the key's dims, so prefill, decode and batches agree). The best
       // among them, in key order on ties, are what the masked full scoring would pick.
       model_.pool_->parallel_for(n, [&](int64_t begin, int64_t end) {
         std::vector<int32_t> ids;
         std::vector<const float*> rows;
-        std::vector<float> keys_t, dots, scores;
+        std::vector<float> decoded, keys_t, dots, scores;
         for (int64_t i = begin; i < end; ++i) {
           const int64_t r = seg.row0 + i;
           const int64_t visible = std::min(T, (positions_[static_cast<size_t>(r)] + 1) / ratio);
@@ -66,7 +67,11 @@ void ForwardPass::index(const LayerWeights& lw, const std::vector<float>& u, con
           }
           const int64_t nc = static_cast<int64_t>(ids.size());
           rows.resize(ids.size());
-          for (size_t c = 0; c < ids.size(); ++c) rows[c] = &shared.index[static_cast<size_t>(ids[c]) * static_cast<size_t>(idh)];
+          decoded.resize(ids.size() * static_cast<size_t>(idh));
+          for (size_t c = 0; c < ids.size(); ++c) {
+            rows[c] = &decoded[c * static_cast<size_t>(idh)];
+            decode_index_entry(shared.index_codes + static_cast<int64_t>(ids[c]) * index_bytes, idh, &decoded[c * static_cast<size_t>(idh)]);
+          }
           keys_t.resize(static_cast<size_t>(idh * nc));
           dots.resize(static_cast<size_t>(hI * nc));
           kernels::cpu::transpose_rows(rows.data(), nc, idh, keys_t.data(), nc);
@@ -90,12 +95,16 @@ void ForwardPass::index(const LayerWeights& lw, const std::vector<float>& u, con
     }
 
     // Per-head dot products of a block of query rows with the keys its last row can see (the others
-    // see fewer): one GEMM (keys as the weight matrix, each output depending only on its query and
-    // key, linear.h), then per-row scoring.
+    // see fewer): one GEMM with the stored FP4 keys as the weight matrix, read in place (each output
+    // depends only on its query and key, and the kernel's FP4 values are the decoded keys exactly,
+    // linear.h), then per-row scoring.
+    static_assert(kIndexScaleBlock == 32, "the index keys' layout is the kernels' FP4 rows");
     kernels::WeightView keys;
-    keys.format = kernels::WeightFormat::kF32;
-    keys.data = shared.index.data();
+    keys.format = kernels::WeightFormat::kFp4Row32;
+    keys.data = shared.index_codes;
+    keys.scales = shared.index_codes + idh / 2;
     keys.cols = idh;
+    keys.row_stride = index_bytes;
     // At most 16 MB of dots and at most 32 query rows per block, so that its rows see nearly as many
     // keys as its last one.
     const int64_t rows_per_block = std::clamp<int64_t>((int64_t{1} << 22) / (hI * T), 1, 32);

@@ -244,7 +244,8 @@ struct Simd {
               tables.e8m0[w.scales[(row / w.block) * ((k + w.block - 1) / w.block) + c / w.block]];
           break;
         case WeightFormat::kFp4Row32:
-          v = tables.e2m1_pair[bytes[row * (k / 2) + c / 2]][c & 1] * tables.e8m0[w.scales[row * (k / 32) + c / 32]];
+          v = tables.e2m1_pair[bytes[row * fp4_code_stride(w) + c / 2]][c & 1] *
+              tables.e8m0[w.scales[row * fp4_scale_stride(w) + c / 32]];
           break;
       }
       out[c - c0] = v;
@@ -272,7 +273,8 @@ struct Simd {
         return {data + row * k, w.scales + (row / w.block) * ((k + w.block - 1) / w.block),
                 pow2 ? __builtin_ctzll(static_cast<unsigned long long>(w.block)) : -1, nullptr};
       }
-      case WeightFormat::kFp4Row32: return {data + row * (k / 2), w.scales + row * (k / 32), 5, &fp4_tables()};
+      case WeightFormat::kFp4Row32:
+        return {data + row * fp4_code_stride(w), w.scales + row * fp4_scale_stride(w), 5, &fp4_tables()};
     }
     return {};
   }
@@ -345,8 +347,9 @@ struct Simd {
       case WeightFormat::kFp4Row32: {
         if (!kVectorDecode) break;
         for (; c < c1; c += 32) {
-          const Vec table = fp4_table(fp4_tables(), w.scales[row * (k / 32) + c / 32]);
-          for (int t = 0; t < 32; t += W) store(out + (c - c0 + t), fp4_vec(bytes + row * (k / 2) + (c + t) / 2, table));
+          const Vec table = fp4_table(fp4_tables(), w.scales[row * fp4_scale_stride(w) + c / 32]);
+          for (int t = 0; t < 32; t += W)
+            store(out + (c - c0 + t), fp4_vec(bytes + row * fp4_code_stride(w) + (c + t) / 2, table));
         }
         return;
       }
@@ -411,7 +414,7 @@ struct Simd {
     // streams would otherwise start cold.
     constexpr int kBits = F == WeightFormat::kF32 ? 32 : F == WeightFormat::kBF16 ? 16 : F == WeightFormat::kFp8Block ? 8 : 4;
     constexpr std::int64_t kStepsPerLine = 64 * 8 / (16 * kBits);
-    const std::int64_t ahead = NR * (k * kBits / 8);
+    const std::int64_t ahead = NR * (F == WeightFormat::kFp4Row32 ? fp4_code_stride(w) : k * kBits / 8);
     // FP8's fast path takes no NaN codes (checked as the bytes pass); rows with any are done one
     // value at a time.
     constexpr bool kFastFp8 = F == WeightFormat::kFp8Block && !Scalar;

@@ -346,6 +346,43 @@ TEST_CASE("weight views are validated with clear messages", "[linear]") {
   WeightView empty{WeightFormat::kF32, bytes, nullptr, 0, 4, 0};
   CHECK(empty.validate().message() == "f32 weight: shape [0, 4] is empty");
   CHECK_FALSE(WeightView{WeightFormat::kFp8Block, bytes, bytes, 2, 32, 0}.validate().ok());
+  CHECK(WeightView{WeightFormat::kF32, bytes, nullptr, 2, 4, 0, 32}.validate().message() ==
+        "f32 weight: only FP4 rows take a row stride");
+  CHECK(WeightView{WeightFormat::kFp4Row32, bytes, bytes, 2, 64, 0, 20}.validate().message() ==
+        "fp4-e2m1-row32 weight: row stride 20 is shorter than a row's 32 code bytes");
+}
+
+// FP4 rows kept as records (codes, then scales, then anything: the session's index keys) are read
+// in place through row_stride and give the packed matrix's results bit for bit, on every path.
+TEST_CASE("fp4 rows read through a row stride equal the packed rows", "[linear]") {
+  std::mt19937 rng(23);
+  kernels::cpu::ThreadPool pool(2);
+  const std::int64_t n = 45, k = 96, stride = k / 2 + k / 32 + 5;  // 5 bytes of something else per record
+  TestWeight packed(WeightFormat::kFp4Row32, n, k, rng);
+  std::vector<std::uint8_t> records(static_cast<std::size_t>(n * stride), 0xAB);
+  for (std::int64_t r = 0; r < n; ++r) {
+    std::memcpy(&records[r * stride], &packed.data[r * k / 2], k / 2);
+    std::memcpy(&records[r * stride + k / 2], &packed.scales[r * k / 32], k / 32);
+  }
+  WeightView strided{WeightFormat::kFp4Row32, records.data(), records.data() + k / 2, n, k, 0, stride};
+  REQUIRE(strided.validate().ok());
+  for (std::int64_t r = 0; r < n; ++r)
+    for (std::int64_t c = 0; c < k; ++c) REQUIRE(kernels::ref::weight_at(strided, r, c) == kernels::ref::weight_at(packed.view, r, c));
+  const auto x = random_x(20, k, rng);
+  for (const std::string& isa : kernels::cpu::runnable_linear_isas()) {
+    for (std::int64_t m : {1, 4, 20}) {
+      INFO(isa << " m=" << m);
+      std::vector<float> want(static_cast<std::size_t>(m * n)), got(want.size());
+      REQUIRE(kernels::cpu::linear_with_isa(isa, x.data(), m, packed.view, want.data(), pool).ok());
+      REQUIRE(kernels::cpu::linear_with_isa(isa, x.data(), m, strided, got.data(), pool).ok());
+      CHECK(std::memcmp(want.data(), got.data(), want.size() * sizeof(float)) == 0);
+    }
+    const WeightView tail = kernels::weight_rows(strided, 40, 5);
+    std::vector<float> want(5), got(5);
+    REQUIRE(kernels::cpu::linear_with_isa(isa, x.data(), 1, kernels::weight_rows(packed.view, 40, 5), want.data(), pool).ok());
+    REQUIRE(kernels::cpu::linear_with_isa(isa, x.data(), 1, tail, got.data(), pool).ok());
+    CHECK(want == got);
+  }
 }
 
 TEST_CASE("the dispatcher names the instruction set it chose and refuses ones it cannot run", "[linear]") {
