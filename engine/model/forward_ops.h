@@ -29,28 +29,50 @@ inline void rms_norm_rows(std::vector<float>& x, int64_t rows, int64_t n, const 
 
 inline float dot(const float* a, const float* b, int64_t n) { return kernels::cpu::dot(a, b, n); }
 
-// The k best of `scores` (higher first, ties to the lower index), as indices in that order. The
-// order is total, so the answer is unique: a heap holds the best k so far, its worst on top, and
-// entries come in index order, so a later entry displaces the worst only with a higher score.
-inline std::vector<int32_t> top_k(const float* scores, int64_t n, int64_t k) {
-  auto better = [&](int32_t a, int32_t b) { return scores[a] > scores[b] || (scores[a] == scores[b] && a < b); };
-  k = std::max<int64_t>(0, std::min(k, n));
-  std::vector<int32_t> best;
-  best.reserve(static_cast<size_t>(k));
-  if (k == 0) return best;
-  int32_t i = 0;
-  for (; i < static_cast<int32_t>(k); ++i) best.push_back(i);
-  std::make_heap(best.begin(), best.end(), better);
-  float worst = scores[best.front()];
-  for (; i < static_cast<int32_t>(n); ++i) {
-    if (!(scores[i] > worst)) continue;
-    std::pop_heap(best.begin(), best.end(), better);
-    best.back() = i;
-    std::push_heap(best.begin(), best.end(), better);
-    worst = scores[best.front()];
+// The k best of a sequence of scores fed in index order (higher first, ties to the lower index).
+// The order is total, so the answer is unique: a heap holds the best k so far, its worst on top, and
+// entries come in index order, so a later entry displaces the worst only with a higher score. Fed
+// in pieces (the indexer's key tiles), it keeps exactly what top_k() over the whole array picks.
+class StreamingTopK {
+ public:
+  explicit StreamingTopK(int64_t k) : k_(std::max<int64_t>(0, k)) { best_.reserve(static_cast<size_t>(k_)); }
+
+  void push(int32_t index, float score) {
+    if (static_cast<int64_t>(best_.size()) < k_) {
+      best_.push_back({score, index});
+      if (static_cast<int64_t>(best_.size()) == k_) std::make_heap(best_.begin(), best_.end(), better);
+      return;
+    }
+    if (k_ == 0 || !(score > best_.front().score)) return;
+    std::pop_heap(best_.begin(), best_.end(), better);
+    best_.back() = {score, index};
+    std::push_heap(best_.begin(), best_.end(), better);
   }
-  std::sort_heap(best.begin(), best.end(), better);
-  return best;
+
+  // The picks, best first, with their scores; the object is spent.
+  struct Entry {
+    float score;
+    int32_t index;
+  };
+  std::vector<Entry> take() {
+    if (static_cast<int64_t>(best_.size()) == k_) std::sort_heap(best_.begin(), best_.end(), better);
+    else std::sort(best_.begin(), best_.end(), better);  // fewer than k fed: all of them, in order
+    return std::move(best_);
+  }
+
+ private:
+  static bool better(const Entry& a, const Entry& b) { return a.score > b.score || (a.score == b.score && a.index < b.index); }
+  int64_t k_;
+  std::vector<Entry> best_;
+};
+
+// The k best of `scores` (higher first, ties to the lower index), as indices in that order.
+inline std::vector<int32_t> top_k(const float* scores, int64_t n, int64_t k) {
+  StreamingTopK best(std::min(k, n));
+  for (int32_t i = 0; i < static_cast<int32_t>(n); ++i) best.push(i, scores[i]);
+  std::vector<int32_t> out;
+  for (const StreamingTopK::Entry& e : best.take()) out.push_back(e.index);
+  return out;
 }
 
 }  // namespace hippo::engine::ops

@@ -14,6 +14,21 @@ namespace hippo::engine {
 
 using namespace ops;  // NOLINT: the shared scalar helpers of the forward pass
 
+namespace {
+
+// A candidate block's score for one row: the best score among its keys that the row sees (keys at
+// or past `visible` score -inf; scores holds keys w0 .. w1), +inf for the block of the row's last
+// visible key, which is always kept.
+float candidate_block_score(const float* scores, int64_t w0, int64_t w1, int64_t b, int64_t block, int64_t visible) {
+  if (visible > 0 && b == (visible - 1) / block) return std::numeric_limits<float>::infinity();
+  float m = kNegInf;
+  for (int64_t w = std::max(w0, b * block); w < std::min({w1, (b + 1) * block, visible}); ++w)
+    m = std::max(m, scores[static_cast<size_t>(w - w0)]);
+  return m;
+}
+
+}  // namespace
+
 // Reference: DeepseekV41Indexer steps 2-5 and select_candidate_blocks.
 void ForwardPass::index(const LayerWeights& lw, const std::vector<float>& u, const std::vector<float>& q_residual) {
   const LayerRole& role = lw.role;
@@ -94,60 +109,78 @@ void ForwardPass::index(const LayerWeights& lw, const std::vector<float>& u, con
       continue;
     }
 
-    // Per-head dot products of a block of query rows with the keys its last row can see (the others
-    // see fewer): one GEMM with the stored FP4 keys as the weight matrix, read in place (each output
-    // depends only on its query and key, and the kernel's FP4 values are the decoded keys exactly,
-    // linear.h), then per-row scoring.
+    // Per-head dot products of a block of query rows with a tile of the keys its last row can see
+    // (the others see fewer): one GEMM with the stored FP4 keys as the weight matrix, read in place
+    // (each output depends only on its query and key, and the kernel's FP4 values are the decoded
+    // keys exactly, linear.h), then each row scores the tile's keys and feeds its running top-k
+    // (and, in a candidate source, the maxima of the tile's candidate blocks), tile after tile in
+    // key order: the picks are top_k()'s over all keys, with no per-row array of T scores.
     static_assert(kIndexScaleBlock == 32, "the index keys' layout is the kernels' FP4 rows");
     kernels::WeightView keys;
     keys.format = kernels::WeightFormat::kFp4Row32;
     keys.data = shared.index_codes;
     keys.scales = shared.index_codes + idh / 2;
     keys.cols = idh;
+    keys.rows = T;
     keys.row_stride = index_bytes;
-    // At most 16 MB of dots and at most 32 query rows per block, so that its rows see nearly as many
-    // keys as its last one.
-    const int64_t rows_per_block = std::clamp<int64_t>((int64_t{1} << 22) / (hI * T), 1, 32);
+    // Up to 64 query rows per block (many rows per pass over a tile), tiles of about 1,024 keys
+    // (whole candidate blocks; their FP4 codes stay in L2 while the rows pass) and at most 16 MB of
+    // dots.
+    const int64_t rows_per_block = std::min<int64_t>(n, 64);
+    const int64_t tile =
+        std::max<int64_t>(block, std::min<int64_t>(1024, (int64_t{1} << 22) / (rows_per_block * hI)) / block * block);
     std::vector<float>& dots = index_dots_;
     for (int64_t i0 = 0; i0 < n; i0 += rows_per_block) {
       const int64_t i1 = std::min(n, i0 + rows_per_block);
       const int64_t seen = std::min(T, (positions_[static_cast<size_t>(seg.row0 + i1 - 1)] + 1) / ratio);
-      keys.rows = seen;
-      dots.resize(static_cast<size_t>((i1 - i0) * hI * seen));
-      if (seen > 0) linear(&q[static_cast<size_t>((seg.row0 + i0) * hI * idh)], (i1 - i0) * hI, keys, dots.data());
-      model_.pool_->parallel_for(i1 - i0, [&](int64_t begin, int64_t end) {
-        std::vector<float> scores(static_cast<size_t>(T));
-        std::vector<float> block_scores(static_cast<size_t>(n_blocks));
-        for (int64_t i = i0 + begin; i < i0 + end; ++i) {
-          const int64_t r = seg.row0 + i;
-          const float* row_dots = dots.data() + (i - i0) * hI * seen;
-          const int64_t visible = std::min(T, (positions_[static_cast<size_t>(r)] + 1) / ratio);
-          // Σ_h relu(dot)·scale·w_h from 0 in h order per key, keys side by side.
-          std::fill(scores.begin(), scores.begin() + visible, 0.0f);
-          std::fill(scores.begin() + visible, scores.end(), kNegInf);
-          for (int64_t h = 0; h < hI; ++h) {
-            const float weight = weights[static_cast<size_t>(r * hI + h)];
-            const float* head_dots = row_dots + h * seen;
-            for (int64_t w = 0; w < visible; ++w) scores[static_cast<size_t>(w)] += std::max(head_dots[w], 0.0f) * softmax_scale * weight;
-          }
-          if (role.candidate_source) {
-            for (int64_t b = 0; b < n_blocks; ++b) {
-              float m = kNegInf;
-              for (int64_t w = b * block; w < std::min(T, (b + 1) * block); ++w) m = std::max(m, scores[static_cast<size_t>(w)]);
-              block_scores[static_cast<size_t>(b)] = m;
+      std::vector<ops::StreamingTopK> picks, block_picks;
+      for (int64_t i = i0; i < i1; ++i) {
+        picks.emplace_back(t_.index_topk);
+        if (role.candidate_source) block_picks.emplace_back(t_.candidate_topk_blocks);
+      }
+      for (int64_t w0 = 0; w0 < seen; w0 += tile) {
+        const int64_t w1 = std::min(seen, w0 + tile), width = w1 - w0;
+        dots.resize(static_cast<size_t>((i1 - i0) * hI * width));
+        linear(&q[static_cast<size_t>((seg.row0 + i0) * hI * idh)], (i1 - i0) * hI, kernels::weight_rows(keys, w0, width),
+               dots.data());
+        model_.pool_->parallel_for(i1 - i0, [&](int64_t begin, int64_t end) {
+          std::vector<float> scores(static_cast<size_t>(width));
+          for (int64_t i = i0 + begin; i < i0 + end; ++i) {
+            const int64_t r = seg.row0 + i;
+            const float* row_dots = dots.data() + (i - i0) * hI * width;
+            const int64_t visible = std::min(T, (positions_[static_cast<size_t>(r)] + 1) / ratio);
+            const int64_t n_visible = std::clamp<int64_t>(visible - w0, 0, width);
+            // Σ_h relu(dot)·scale·w_h from 0 in h order per key, keys side by side.
+            std::fill(scores.begin(), scores.begin() + n_visible, 0.0f);
+            for (int64_t h = 0; h < hI; ++h) {
+              const float weight = weights[static_cast<size_t>(r * hI + h)];
+              const float* head_dots = row_dots + h * width;
+              for (int64_t w = 0; w < n_visible; ++w) scores[static_cast<size_t>(w)] += std::max(head_dots[w], 0.0f) * softmax_scale * weight;
             }
-            if (visible > 0) block_scores[static_cast<size_t>((visible - 1) / block)] = std::numeric_limits<float>::infinity();
-            for (int32_t b : top_k(block_scores.data(), n_blocks, t_.candidate_topk_blocks)) {
-              if (block_scores[static_cast<size_t>(b)] > kNegInf) candidates[static_cast<size_t>(i)][static_cast<size_t>(b / 64)] |= uint64_t{1} << (b % 64);
+            for (int64_t w = 0; w < n_visible; ++w) picks[static_cast<size_t>(i - i0)].push(static_cast<int32_t>(w0 + w), scores[static_cast<size_t>(w)]);
+            if (role.candidate_source) {  // keys past `visible` count as -inf
+              for (int64_t b = w0 / block; b < (w1 + block - 1) / block; ++b)
+                block_picks[static_cast<size_t>(i - i0)].push(static_cast<int32_t>(b), candidate_block_score(scores.data(), w0, w1, b, block, visible));
             }
           }
-          // Keys past `visible` score -inf, and -inf picks are dropped: the visible ones suffice.
-          std::vector<int32_t> picked = top_k(scores.data(), visible, t_.index_topk);
-          std::erase_if(picked, [&](int32_t w) { return scores[static_cast<size_t>(w)] == kNegInf; });
-          std::sort(picked.begin(), picked.end());
-          selection[static_cast<size_t>(i)] = std::move(picked);
+        });
+      }
+      for (int64_t i = i0; i < i1; ++i) {
+        const int64_t visible = std::min(T, (positions_[static_cast<size_t>(seg.row0 + i)] + 1) / ratio);
+        if (role.candidate_source) {
+          ops::StreamingTopK& best_blocks = block_picks[static_cast<size_t>(i - i0)];
+          for (int64_t b = (seen + block - 1) / block; b < n_blocks; ++b)  // blocks no tile reached
+            best_blocks.push(static_cast<int32_t>(b), candidate_block_score(nullptr, seen, seen, b, block, visible));
+          for (const ops::StreamingTopK::Entry& e : best_blocks.take())
+            if (e.score > kNegInf) candidates[static_cast<size_t>(i)][static_cast<size_t>(e.index / 64)] |= uint64_t{1} << (e.index % 64);
         }
-      });
+        // -inf picks are dropped.
+        std::vector<int32_t> picked;
+        for (const ops::StreamingTopK::Entry& e : picks[static_cast<size_t>(i - i0)].take())
+          if (e.score != kNegInf) picked.push_back(e.index);
+        std::sort(picked.begin(), picked.end());
+        selection[static_cast<size_t>(i)] = std::move(picked);
+      }
     }
     shared.selection = std::move(selection);
     shared.has_selection = true;

@@ -39,5 +39,22 @@ TEST_CASE("top_k is the stable order's first k, ties to the lower index", "[mode
   CHECK(top_k(ascending.data(), 10, 3) == std::vector<int32_t>{9, 8, 7});
 }
 
+// The indexer feeds a row's keys tile by tile, and asks for more picks than it has keys early on.
+TEST_CASE("a streaming top-k with k above n keeps all, best first, with their scores", "[model]") {
+  const std::vector<float> scores = {2, kNegInf, 5, 2, 7};
+  StreamingTopK best(8);
+  for (int32_t i = 0; i < 5; ++i) best.push(i, scores[static_cast<size_t>(i)]);
+  const std::vector<StreamingTopK::Entry> picked = best.take();
+  std::vector<int32_t> order;
+  for (const StreamingTopK::Entry& e : picked) {
+    CHECK(e.score == scores[static_cast<size_t>(e.index)]);
+    order.push_back(e.index);
+  }
+  CHECK(order == std::vector<int32_t>{4, 2, 0, 3, 1});
+  StreamingTopK none(0);
+  none.push(0, 1.0f);
+  CHECK(none.take().empty());
+}
+
 }  // namespace
 }  // namespace hippo::engine::ops
