@@ -10,8 +10,9 @@
 // one fixed tree over the 16 lanes. Both kernels below keep it, so a row's result does not depend
 // on which of them ran, nor on W (AVX2 and AVX-512 give the same bits):
 //   - decode (m <= kSmallM = 8): dot products straight from the weight bytes. Each step decodes 16
-//     columns of NR rows into registers (exact: the values of kernels/ref) and adds them times
-//     the same 16 columns of every row of x, lane l of each vector being lane l's chain. No
+//     columns of NR rows into registers (exact: the values of kernels/ref; FP8: the codes times
+//     2^-120, against x scaled per block by 2^120 times the scale, the same products) and adds them
+//     times the same 16 columns of every row of x, lane l of each vector being lane l's chain. No
 //     transposes, no buffers: the weights stream from memory once, and about 8 accumulator
 //     vectors hide the FMA latency. The tree: fold4, then reduce4 across four outputs.
 //   - prefill: an outer-product GEMM over decoded panels, one lane at a time. x is repacked once
