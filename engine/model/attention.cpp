@@ -120,51 +120,69 @@ void ForwardPass::attend(const LayerWeights& lw, const std::vector<float>& q, co
 
     const bool compressed = role.compress_ratio > 0 && shared.n_entries > 0 && shared.has_selection;
     size_t max_selected = 0;
-    if (compressed) {  // decode the selected entries this group has not decoded yet
-      Shared& group = shared_[s];
-      const int64_t kv_bytes = compressed_entry_bytes(D);
-      for (const std::vector<int32_t>& picked : group.selection) {
-        max_selected = std::max(max_selected, picked.size());
-        for (int32_t w : picked) {
-          int32_t& slot = group.kv_slot[static_cast<size_t>(w)];
-          if (slot >= 0) continue;
-          slot = static_cast<int32_t>(group.kv.size() / static_cast<size_t>(D));
-          group.kv.resize(group.kv.size() + static_cast<size_t>(D));
-          decode_compressed_entry(group.kv_codes + w * kv_bytes, D, &group.kv[static_cast<size_t>(slot) * static_cast<size_t>(D)]);
-        }
-      }
-    }
+    if (compressed)
+      for (const std::vector<int32_t>& picked : shared.selection) max_selected = std::max(max_selected, picked.size());
     const int64_t stride = window + static_cast<int64_t>(max_selected);  // a row's keys at most
-    model_.pool_->parallel_for(n, [&](int64_t begin, int64_t end) {
-      std::vector<float> probs(static_cast<size_t>(H * stride));      // [H][stride]: scores, then probabilities
-      std::vector<float> selected_t(static_cast<size_t>(D) * max_selected);  // [D][selected]
-      std::vector<const float*> rows(static_cast<size_t>(stride));
-      for (int64_t i = begin; i < end; ++i) {
-        const int64_t r = seg.row0 + i;
-        const int64_t t = positions_[static_cast<size_t>(r)];
-        const int64_t first = std::max<int64_t>(0, t - window + 1) - (seg.pos0 - previous);  // key index
-        const int64_t n_window = i + previous - first + 1;
-        const float* qr = &q[static_cast<size_t>(r * H * D)];
-        kernels::cpu::transposed_scores(qr, H, D, keys_t.data() + first, n_keys, n_window, D, probs.data(), stride);
-        std::copy_n(key_rows.begin() + first, n_window, rows.begin());
-        int64_t n_selected = 0;
-        if (compressed) {
-          const std::vector<int32_t>& picked = shared.selection[static_cast<size_t>(i)];
-          n_selected = static_cast<int64_t>(picked.size());
-          for (int64_t c = 0; c < n_selected; ++c) {
-            const int32_t slot = shared.kv_slot[static_cast<size_t>(picked[static_cast<size_t>(c)])];
-            rows[static_cast<size_t>(n_window + c)] = &shared.kv[static_cast<size_t>(slot) * static_cast<size_t>(D)];
+    // Blocks of rows: each block's selected entries are decoded (those not decoded yet), then its
+    // rows attend in parallel.
+    for (int64_t i0 = 0; i0 < n; i0 += kAttentionRowsPerBlock) {
+      const int64_t i1 = std::min(n, i0 + kAttentionRowsPerBlock);
+      if (compressed) decode_selected(shared_[s], i0, i1, D);
+      model_.pool_->parallel_for(i1 - i0, [&](int64_t begin, int64_t end) {
+        std::vector<float> probs(static_cast<size_t>(H * stride));      // [H][stride]: scores, then probabilities
+        std::vector<float> selected_t(static_cast<size_t>(D) * max_selected);  // [D][selected]
+        std::vector<const float*> rows(static_cast<size_t>(stride));
+        for (int64_t i = i0 + begin; i < i0 + end; ++i) {
+          const int64_t r = seg.row0 + i;
+          const int64_t t = positions_[static_cast<size_t>(r)];
+          const int64_t first = std::max<int64_t>(0, t - window + 1) - (seg.pos0 - previous);  // key index
+          const int64_t n_window = i + previous - first + 1;
+          const float* qr = &q[static_cast<size_t>(r * H * D)];
+          kernels::cpu::transposed_scores(qr, H, D, keys_t.data() + first, n_keys, n_window, D, probs.data(), stride);
+          std::copy_n(key_rows.begin() + first, n_window, rows.begin());
+          int64_t n_selected = 0;
+          if (compressed) {
+            const std::vector<int32_t>& picked = shared.selection[static_cast<size_t>(i)];
+            n_selected = static_cast<int64_t>(picked.size());
+            for (int64_t c = 0; c < n_selected; ++c) {
+              const int32_t slot = shared.kv_slot[static_cast<size_t>(picked[static_cast<size_t>(c)])];
+              rows[static_cast<size_t>(n_window + c)] = &shared.kv[static_cast<size_t>(slot) * static_cast<size_t>(D)];
+            }
+            const float* const* selected_rows = &rows[static_cast<size_t>(n_window)];
+            kernels::cpu::transpose_rows(selected_rows, n_selected, D, selected_t.data(), n_selected);
+            kernels::cpu::transposed_scores(qr, H, D, selected_t.data(), n_selected, n_selected, D,
+                                            &probs[static_cast<size_t>(n_window)], stride);
           }
-          const float* const* selected_rows = &rows[static_cast<size_t>(n_window)];
-          kernels::cpu::transpose_rows(selected_rows, n_selected, D, selected_t.data(), n_selected);
-          kernels::cpu::transposed_scores(qr, H, D, selected_t.data(), n_selected, n_selected, D,
-                                          &probs[static_cast<size_t>(n_window)], stride);
+          const int64_t n_attended = n_window + n_selected;
+          kernels::cpu::softmax_with_sink(probs.data(), H, stride, n_attended, scaling, lw.attn_sink.data());
+          kernels::cpu::weighted_rows(probs.data(), H, stride, rows.data(), n_attended, D, &out[static_cast<size_t>(r * H * D)], D);
         }
-        const int64_t n_attended = n_window + n_selected;
-        kernels::cpu::softmax_with_sink(probs.data(), H, stride, n_attended, scaling, lw.attn_sink.data());
-        kernels::cpu::weighted_rows(probs.data(), H, stride, rows.data(), n_attended, D, &out[static_cast<size_t>(r * H * D)], D);
-      }
-    });
+      });
+    }
+  }
+}
+
+// The compressed entries that rows i0 .. i1 selected, decoded into the group's cache where missing.
+// The cache serves every layer that reads the writer in this forward; it is emptied first when these
+// rows' entries would take it past kSelectedCacheBytes, so it holds at most that plus one block's
+// selections (a long prefill chunk's union of selections is not decoded all at once).
+void ForwardPass::decode_selected(Shared& group, int64_t i0, int64_t i1, int64_t D) {
+  const int64_t kv_bytes = compressed_entry_bytes(D);
+  size_t missing = 0;  // an upper bound: an entry two rows picked counts twice
+  for (int64_t i = i0; i < i1; ++i)
+    for (int32_t w : group.selection[static_cast<size_t>(i)]) missing += group.kv_slot[static_cast<size_t>(w)] < 0 ? 1 : 0;
+  if (!group.kv.empty() && (group.kv.size() + missing * static_cast<size_t>(D)) * sizeof(float) > kSelectedCacheBytes) {
+    group.kv_slot.assign(group.kv_slot.size(), -1);
+    group.kv.clear();
+  }
+  for (int64_t i = i0; i < i1; ++i) {
+    for (int32_t w : group.selection[static_cast<size_t>(i)]) {
+      int32_t& slot = group.kv_slot[static_cast<size_t>(w)];
+      if (slot >= 0) continue;
+      slot = static_cast<int32_t>(group.kv.size() / static_cast<size_t>(D));
+      group.kv.resize(group.kv.size() + static_cast<size_t>(D));
+      decode_compressed_entry(group.kv_codes + w * kv_bytes, D, &group.kv[static_cast<size_t>(slot) * static_cast<size_t>(D)]);
+    }
   }
 }
 

@@ -31,14 +31,20 @@ class ForwardPass {
   void run();
 
  private:
+  // Attention's rows per block, and the bound of a forward's cache of decoded compressed entries
+  // (attend, decode_selected). Small on purpose: decoding an entry again costs D steps, against
+  // about 4·H·D for each row that attends to it.
+  static constexpr int64_t kAttentionRowsPerBlock = 64;
+  static constexpr size_t kSelectedCacheBytes = size_t{256} << 10;
+
   // What the layers of one forward share per session: the current KV group's compressed entries
   // (those attention selected decoded), its index keys as stored (the indexer reads the FP4 codes in
   // place), the latest top-k selection and the candidate blocks (per row).
   struct Shared {
     int64_t n_entries = 0;
     const std::uint8_t* kv_codes = nullptr;  // the writer's compressed-KV stream
-    std::vector<int32_t> kv_slot;            // per entry: its row in kv, -1 until attention selects it
-    std::vector<float> kv;                   // the decoded entries attention selected, [slots, head_dim]
+    std::vector<int32_t> kv_slot;            // per entry: its row in kv, -1 while not decoded
+    std::vector<float> kv;                   // decoded selected entries, [slots, head_dim] (decode_selected)
     const std::uint8_t* index_codes = nullptr;  // the writer's index keys, [n_entries, index_entry_bytes]
     bool has_selection = false;
     std::vector<std::vector<int32_t>> selection;   // per row: attended compressed entries, ascending
@@ -60,6 +66,7 @@ class ForwardPass {
   void index(const LayerWeights& lw, const std::vector<float>& u, const std::vector<float>& q_residual);
   void attend(const LayerWeights& lw, const std::vector<float>& q, const std::vector<float>& window_kv,
               std::vector<float>& out);
+  void decode_selected(Shared& group, int64_t i0, int64_t i1, int64_t D);
   void moe(const LayerWeights& lw, const std::vector<float>& v, std::vector<float>& out);
   void head();
   void commit_tokens();
