@@ -20,14 +20,14 @@ Status WeightView::validate() const {
   if (rows <= 0 || cols <= 0)
     return make_error(ErrorCode::kInvalidArgument, "{} weight: shape [{}, {}] is empty", name, rows, cols);
   if (data == nullptr) return make_error(ErrorCode::kInvalidArgument, "{} weight: no data", name);
+  if (row_stride != 0 && format != WeightFormat::kFp4Row32)
+    return make_error(ErrorCode::kInvalidArgument, "{} weight: only FP4 rows take a row stride", name);
   switch (format) {
     case WeightFormat::kF32:
     case WeightFormat::kBF16:
-      if (row_stride != 0) return make_error(ErrorCode::kInvalidArgument, "{} weight: only FP4 rows take a row stride", name);
       return {};
     case WeightFormat::kFp8Block:
       if (block <= 0) return make_error(ErrorCode::kInvalidArgument, "{} weight: block size {} is not positive", name, block);
-      if (row_stride != 0) return make_error(ErrorCode::kInvalidArgument, "{} weight: only FP4 rows take a row stride", name);
       break;
     case WeightFormat::kFp4Row32:
       if (cols % 32 != 0)

@@ -55,6 +55,8 @@ void ForwardPass::index(const LayerWeights& lw, const std::vector<float>& u, con
     const int64_t block = t_.candidate_block_size;
     const int64_t n_blocks = (T + block - 1) / block;
     const int64_t words = (n_blocks + 63) / 64;
+    // The keys row i of the segment sees: entry w is visible to position t iff w < (t + 1) / ratio.
+    auto visible_keys = [&](int64_t i) { return std::min(T, (positions_[static_cast<size_t>(seg.row0 + i)] + 1) / ratio); };
     const bool uses_candidates = role.reindex && shared.has_candidates;
     std::vector<std::vector<int32_t>> selection(static_cast<size_t>(n));
     std::vector<std::vector<uint64_t>> candidates;
@@ -71,7 +73,7 @@ void ForwardPass::index(const LayerWeights& lw, const std::vector<float>& u, con
         std::vector<float> decoded, keys_t, dots, scores;
         for (int64_t i = begin; i < end; ++i) {
           const int64_t r = seg.row0 + i;
-          const int64_t visible = std::min(T, (positions_[static_cast<size_t>(r)] + 1) / ratio);
+          const int64_t visible = visible_keys(i);
           const std::vector<uint64_t>& keep = shared.candidates[static_cast<size_t>(i)];
           ids.clear();
           for (size_t word = 0; word < keep.size(); ++word) {
@@ -132,7 +134,7 @@ void ForwardPass::index(const LayerWeights& lw, const std::vector<float>& u, con
     std::vector<float>& dots = index_dots_;
     for (int64_t i0 = 0; i0 < n; i0 += rows_per_block) {
       const int64_t i1 = std::min(n, i0 + rows_per_block);
-      const int64_t seen = std::min(T, (positions_[static_cast<size_t>(seg.row0 + i1 - 1)] + 1) / ratio);
+      const int64_t seen = visible_keys(i1 - 1);
       std::vector<ops::StreamingTopK> picks, block_picks;
       for (int64_t i = i0; i < i1; ++i) {
         picks.emplace_back(t_.index_topk);
@@ -148,7 +150,7 @@ void ForwardPass::index(const LayerWeights& lw, const std::vector<float>& u, con
           for (int64_t i = i0 + begin; i < i0 + end; ++i) {
             const int64_t r = seg.row0 + i;
             const float* row_dots = dots.data() + (i - i0) * hI * width;
-            const int64_t visible = std::min(T, (positions_[static_cast<size_t>(r)] + 1) / ratio);
+            const int64_t visible = visible_keys(i);
             const int64_t n_visible = std::clamp<int64_t>(visible - w0, 0, width);
             // Σ_h relu(dot)·scale·w_h from 0 in h order per key, keys side by side.
             std::fill(scores.begin(), scores.begin() + n_visible, 0.0f);
@@ -166,7 +168,7 @@ void ForwardPass::index(const LayerWeights& lw, const std::vector<float>& u, con
         });
       }
       for (int64_t i = i0; i < i1; ++i) {
-        const int64_t visible = std::min(T, (positions_[static_cast<size_t>(seg.row0 + i)] + 1) / ratio);
+        const int64_t visible = visible_keys(i);
         if (role.candidate_source) {
           ops::StreamingTopK& best_blocks = block_picks[static_cast<size_t>(i - i0)];
           for (int64_t b = (seen + block - 1) / block; b < n_blocks; ++b)  // blocks no tile reached

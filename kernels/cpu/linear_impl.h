@@ -520,7 +520,6 @@ struct Simd {
     return std::all_of(lanes, lanes + W, [](std::int32_t lane) { return lane == 0; });
   }
 
-
   template <WeightFormat F, bool Scalar, int MR>
   HIPPO_LINEAR_TARGET static void decode_format(const float* x, const WeightView& w, const LinearOut& y, ThreadPool& pool) {
     constexpr int MA = std::min(MR, 4), MB = MR - MA, NR = kDotRows<MA>;
