@@ -710,10 +710,7 @@ class AgentRuntime::Engine {
         // Keyed, they are idle (a session's key goes when something is appended).
         Result<std::vector<std::string>> unused = store.prefix_sessions_unused_since(now - rule.max_age_seconds);
         if (unused.ok() && !unused->empty()) {
-          for (const std::string& id : *unused) {
-            Status st = store.set_session_status(id, status_name(SessionStatus::kClosed));
-            if (!st.ok()) log::warn("session not closed", {{"session", id}, {"error", st.message()}});
-          }
+          for (const std::string& id : *unused) (void)mark_closed(store, id);
           post([this, ids = std::move(*unused)] { drop_closed(ids); });
         }
         Result<int64_t> responses = store.remove_responses_before(now - rule.max_age_seconds);
@@ -1123,11 +1120,15 @@ class AgentRuntime::Engine {
         log::warn("prefix session not kept", {{"session", id}, {"error", st.message()}});
       }
     }
-    for (const std::string& c : close) {
-      Status st = store.set_session_status(c, status_name(SessionStatus::kClosed));
-      if (!st.ok()) log::warn("session not closed", {{"session", c}, {"error", st.message()}});
-    }
+    for (const std::string& c : close) (void)mark_closed(store, c);
     return close;
+  }
+
+  // On the store lane: the session marked closed in storage (a failure is logged, and returned).
+  static Status mark_closed(storage::SessionStore& store, const std::string& id) {
+    Status st = store.set_session_status(id, status_name(SessionStatus::kClosed));
+    if (!st.ok()) log::warn("session not closed", {{"session", id}, {"error", st.message()}});
+    return st;
   }
 
   // Sessions the store lane has closed leave memory.
@@ -1171,11 +1172,8 @@ class AgentRuntime::Engine {
 
   // Closes the session in storage (the engine thread has dropped it); the future has the outcome.
   std::shared_future<Status> close_in_store(const std::string& id) {
-    std::shared_future<Status> closed = lane_->post([id](storage::SessionStore& store) {
-                                          Status st = store.set_session_status(id, status_name(SessionStatus::kClosed));
-                                          if (!st.ok()) log::warn("session not closed", {{"session", id}, {"error", st.message()}});
-                                          return st;
-                                        }).share();
+    std::shared_future<Status> closed =
+        lane_->post([id](storage::SessionStore& store) { return mark_closed(store, id); }).share();
     lane_->forget(id);
     return closed;
   }
