@@ -15,6 +15,7 @@
 #include "api/cli/process_memory.h"
 #include "api/cli/token_count.h"
 #include "engine/model/model.h"
+#include "kernels/backend_registry.h"
 #include "kernels/cpu/machine_probe.h"
 
 #include <boost/json/serialize.hpp>
@@ -42,6 +43,7 @@ struct ModelBenchOptions {
   int decode_steps = 32;
   int repetitions = 3;
   int threads = 0;
+  std::string backend = kernels::kDefaultBackend;
   int64_t chunk = engine::PrefillOptions{}.chunk_tokens;
   int64_t plan_off_context = -1;  // -1: the largest context up to 4096 (else the smallest); 0: none
   bool json = false;
@@ -207,6 +209,7 @@ Status run_model_bench(const ModelBenchOptions& options, std::ostream& out) {
   const auto load_start = Clock::now();
   engine::ModelOptions model_options;
   model_options.n_threads = options.threads;
+  model_options.backend = options.backend;
   HIPPO_ASSIGN_OR_RETURN(std::unique_ptr<engine::Model> model, engine::Model::load(options.model_dir, model_options));
   const double load_s = seconds_since(load_start);
   const uint64_t resident_after_load = model->checkpoint().resident_bytes();
@@ -271,6 +274,7 @@ Status run_model_bench(const ModelBenchOptions& options, std::ostream& out) {
         {"cpu_model", machine.cpu_model},
         {"logical_cpus", machine.logical_cpus},
         {"load_average_at_start", start_load},
+        {"backend", model->backend_name()},
         {"threads", model->n_threads()},
         {"chunk_tokens", options.chunk},
         {"decode_steps", options.decode_steps},
@@ -304,9 +308,9 @@ Status run_model_bench(const ModelBenchOptions& options, std::ostream& out) {
   out << fmt::format("model    {} ({}, {} layers, hidden {}, vocab {}), loaded in {:.2f} s\n", options.model_dir,
                      model->config().quantised() ? "quantised" : "plain", t.num_hidden_layers, t.hidden_size,
                      t.vocab_size, load_s);
-  out << fmt::format("method   threads {}; prefill through the encoder/decoder plan in chunks of {}; {} decode steps "
+  out << fmt::format("method   {} backend, threads {}; prefill through the encoder/decoder plan in chunks of {}; {} decode steps "
                      "after it; median of {} (min..max) after one warm-up of up to 512 tokens\n\n",
-                     model->n_threads(), options.chunk, options.decode_steps, options.repetitions);
+                     model->backend_name(), model->n_threads(), options.chunk, options.decode_steps, options.repetitions);
   out << fmt::format("{:>8} | {:>10} {:>21} {:>9} | {:>10} {:>21} {:>9} | {:>9} {:>9} {:>6}\n", "context",
                      "prefill/s", "(min..max)", "s", "decode/s", "(min..max)", "ms/token", "state MB", "RSS MB", "load");
   for (const ContextResult& r : results) {
@@ -348,6 +352,9 @@ void add_bench_model_command(CLI::App& bench, Invocation& inv) {
       ->capture_default_str();
   cmd->add_option("--threads", options->threads, "Engine threads (0 = every logical CPU)")
       ->check(CLI::NonNegativeNumber)
+      ->capture_default_str();
+  cmd->add_option("--backend", options->backend, "Backend that runs the model's ops (cpu, ref)")
+      ->check(CLI::IsMember(kernels::backend_names()))
       ->capture_default_str();
   cmd->add_option("--chunk", options->chunk, "Prefill tokens per forward step")
       ->check(CLI::PositiveNumber)

@@ -8,6 +8,7 @@
 #include "engine/tokenizer/chat_encoding.h"
 #include "engine/tokenizer/incremental_detokenizer.h"
 #include "engine/tokenizer/tokenizer.h"
+#include "kernels/backend_registry.h"
 
 #include <fmt/format.h>
 
@@ -29,6 +30,7 @@ struct RunCommand {
   int64_t max_tokens = 128;
   engine::SamplingParams sampling;
   int threads = 0;
+  std::string backend = kernels::kDefaultBackend;
   int64_t chunk = 2048;
 };
 
@@ -59,11 +61,13 @@ Status run_generation(const RunCommand& cmd, std::ostream& out) {
   const auto load_start = std::chrono::steady_clock::now();
   engine::ModelOptions options;
   options.n_threads = cmd.threads;
+  options.backend = cmd.backend;
   HIPPO_ASSIGN_OR_RETURN(std::unique_ptr<engine::Model> model, engine::Model::load(cmd.model_dir, options));
   HIPPO_ASSIGN_OR_RETURN(tokenizer::Tokenizer tokenizer,
                          tokenizer::Tokenizer::load(std::filesystem::path(cmd.model_dir) / "tokenizer.json"));
   log::info("model loaded", {{"dir", cmd.model_dir},
                              {"seconds", fmt::format("{:.2f}", seconds_since(load_start))},
+                             {"backend", model->backend_name()},
                              {"threads", std::to_string(model->n_threads())},
                              {"mapped_bytes", std::to_string(model->checkpoint().mapped_bytes())},
                              {"resident_bytes", std::to_string(model->checkpoint().resident_bytes())}});
@@ -128,6 +132,8 @@ void add_run_command(CLI::App& app, Invocation& inv) {
   run->add_option("--min-p", cmd->sampling.min_p, "Drop tokens below min-p times the best (0 = off)")->check(CLI::Range(0.0, 1.0));
   run->add_option("--seed", cmd->sampling.seed, "Sampling seed (default: one drawn at random, printed at the end)");
   run->add_option("--threads", cmd->threads, "Compute threads (0 = one per CPU)")->check(CLI::NonNegativeNumber);
+  run->add_option("--backend", cmd->backend, "Backend that runs the model's ops: cpu, or ref (the scalar reference ops: slow, for checks)")
+      ->check(CLI::IsMember(kernels::backend_names()));
   run->add_option("--chunk", cmd->chunk, "Prefill chunk in tokens")->check(CLI::PositiveNumber)->capture_default_str();
   run->parse_complete_callback([&inv, cmd, prompt, file] {
     inv.action = [&inv, cmd, prompt, file]() -> Status {

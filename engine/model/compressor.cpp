@@ -1,15 +1,13 @@
 // The compressor of a KV writer: completed groups become compressed-KV entries and index keys.
 #include "engine/model/forward_pass.h"
 
-#include "engine/model/forward_ops.h"
-#include "engine/model/kv_formats.h"
-
 #include <algorithm>
-#include <cmath>
 
 namespace hippo::engine {
 
-using namespace ops;  // NOLINT: the shared scalar helpers of the forward pass
+using kernels::compressed_entry_bytes;
+using kernels::index_entry_bytes;
+using kernels::KvFormat;
 
 // Reference: DeepseekV41Compressor + the index-key half of DeepseekV41Indexer + the compressed-cache
 // update of DeepseekV41Attention. Groups completed by this chunk are appended to the writer's streams;
@@ -18,7 +16,6 @@ void ForwardPass::compress(const LayerWeights& lw, const std::vector<float>& u) 
   const LayerRole& role = lw.role;
   const int64_t D = t_.head_dim, idh = t_.index_head_dim, ratio = role.compress_ratio;
   const float eps = static_cast<float>(t_.rms_norm_eps);
-  const Rope& rope = model_.compress_rope_;
 
   std::vector<float> kv(static_cast<size_t>(rows_ * D)), gate;
   linear(u.data(), rows_, lw.compressor_wkv, kv.data());
@@ -50,46 +47,29 @@ void ForwardPass::compress(const LayerWeights& lw, const std::vector<float>& u) 
     rows_gate.insert(rows_gate.end(), &gate[static_cast<size_t>(seg.row0 * D)], &gate[static_cast<size_t>((seg.row0 + n) * D)]);
     const int64_t total = static_cast<int64_t>(rows_kv.size()) / D;
     const int64_t groups = total / ratio;
-    std::vector<float> latent(static_cast<size_t>(D));
-    for (int64_t g = 0; g < groups; ++g) {
-      for (int64_t c = 0; c < D; ++c) {  // per-channel softmax over the group's tokens (fp32)
-        float m = kNegInf;
-        for (int64_t j = 0; j < ratio; ++j) m = std::max(m, rows_gate[static_cast<size_t>((g * ratio + j) * D + c)]);
-        float sum = 0.0f;
-        float e[64];
-        for (int64_t j = 0; j < ratio; ++j) {
-          e[j] = std::exp(rows_gate[static_cast<size_t>((g * ratio + j) * D + c)] - m);
-          sum += e[j];
-        }
-        float acc = 0.0f;
-        for (int64_t j = 0; j < ratio; ++j) acc += rows_kv[static_cast<size_t>((g * ratio + j) * D + c)] * (e[j] / sum);
-        latent[static_cast<size_t>(c)] = acc;
-      }
-      latents.insert(latents.end(), latent.begin(), latent.end());
-      group_positions.push_back((first_entry + g) * ratio);
-    }
+    const size_t at = latents.size();
+    latents.resize(at + static_cast<size_t>(groups * D));
+    ops_.compressor_pool(rows_kv.data(), rows_gate.data(), groups, ratio, D, latents.data() + at);
+    for (int64_t g = 0; g < groups; ++g) group_positions.push_back((first_entry + g) * ratio);
     writer.pending_kv.assign(rows_kv.begin() + groups * ratio * D, rows_kv.end());
     writer.pending_gate.assign(rows_gate.begin() + groups * ratio * D, rows_gate.end());
     groups_per_segment[s] = groups;
   }
   const int64_t n_groups = static_cast<int64_t>(group_positions.size());
-  rms_norm_rows(latents, n_groups, D, lw.compressor_norm, eps);
+  ops_.rms_norm(latents.data(), n_groups, D, lw.compressor_norm.data(), eps, latents.data());
 
   // Index keys from the pre-RoPE latents; main entries from the RoPE'd ones.
   std::vector<float> keys(static_cast<size_t>(n_groups * idh));
   linear(latents.data(), n_groups, lw.index_wk, keys.data());
-  rms_norm_rows(keys, n_groups, idh, lw.index_k_norm, eps);
+  ops_.rms_norm(keys.data(), n_groups, idh, lw.index_k_norm.data(), eps, keys.data());
+  const RopeAngles angles(model_.compress_rope_, group_positions);
+  rope(angles, keys.data(), 0, n_groups, 1, idh);
+  rope(angles, latents.data(), 0, n_groups, 1, D);
   const int64_t kv_bytes = compressed_entry_bytes(D), index_bytes = index_entry_bytes(idh);
   std::vector<std::uint8_t> kv_codes(static_cast<size_t>(n_groups * kv_bytes));
   std::vector<std::uint8_t> index_codes(static_cast<size_t>(n_groups * index_bytes));
-  for (int64_t g = 0; g < n_groups; ++g) {
-    float* key = &keys[static_cast<size_t>(g * idh)];
-    rope.apply(key, idh, group_positions[static_cast<size_t>(g)]);
-    encode_index_entry(key, idh, &index_codes[static_cast<size_t>(g * index_bytes)]);
-    float* latent = &latents[static_cast<size_t>(g * D)];
-    rope.apply(latent, D, group_positions[static_cast<size_t>(g)]);
-    encode_compressed_entry(latent, D, &kv_codes[static_cast<size_t>(g * kv_bytes)]);
-  }
+  ops_.kv_encode(KvFormat::kIndex, keys.data(), n_groups, idh, index_codes.data());
+  ops_.kv_encode(KvFormat::kCompressed, latents.data(), n_groups, D, kv_codes.data());
 
   int64_t g0 = 0;
   for (size_t s = 0; s < segments_.size(); ++s) {

@@ -3,20 +3,15 @@
 // DeepseekV41ForCausalLM step by step (docs/reference-model.md).
 #include "engine/model/forward_pass.h"
 
-#include "engine/model/forward_ops.h"
 #include "engine/engram/engram_hash.h"
 #include "engine/engram/engram_token_map.h"
-#include "kernels/cpu/linear.h"
-#include "kernels/ref/numeric_formats.h"
 
 #include <cstring>
 
 namespace hippo::engine {
 
-using namespace ops;  // NOLINT: the shared scalar helpers of the forward pass
-
 ForwardPass::ForwardPass(const Model& model, std::vector<Segment> segments, Depth depth)
-    : model_(model), t_(model.text()), segments_(std::move(segments)), depth_(depth) {
+    : model_(model), t_(model.text()), ops_(*model.backend_), segments_(std::move(segments)), depth_(depth) {
   for (size_t s = 0; s < segments_.size(); ++s) {
     Segment& seg = segments_[s];
     seg.row0 = rows_;
@@ -35,8 +30,12 @@ ForwardPass::ForwardPass(const Model& model, std::vector<Segment> segments, Dept
 ForwardPass::~ForwardPass() = default;
 
 void ForwardPass::linear(const float* x, int64_t m, const kernels::WeightView& w, float* y) {
-  if (m == 0) return;
-  kernels::cpu::linear(x, m, w, y, *model_.pool_);
+  ops_.linear(x, m, w, y);
+}
+
+void ForwardPass::rope(const RopeAngles& angles, float* x, int64_t row0, int64_t rows, int64_t heads, int64_t dim,
+                       bool inverse) {
+  ops_.rope(x, rows, heads, dim, angles.rope_dims(), angles.cos(row0), angles.sin(row0), inverse);
 }
 
 void ForwardPass::run() {
@@ -65,16 +64,13 @@ void ForwardPass::embed() {
   const int64_t d = t_.hidden_size, hc = t_.hc_mult;
   streams_.assign(static_cast<size_t>(rows_ * hc * d), 0.0f);
   pre_mix_.assign(static_cast<size_t>(rows_ * hc), 0.0f);
-  const auto* table = reinterpret_cast<const std::uint8_t*>(model_.weights_.embed.bytes.data());
+  std::vector<int64_t> tokens;
+  for (const Segment& seg : segments_) tokens.insert(tokens.end(), seg.tokens.begin(), seg.tokens.end());
+  std::vector<float> embedded(static_cast<size_t>(rows_ * d));
+  ops_.gather_rows(model_.weights_.embed, tokens.data(), rows_, embedded.data());
   for (int64_t r = 0; r < rows_; ++r) {
-    const Segment& seg = segments_[static_cast<size_t>(segment_of_[static_cast<size_t>(r)])];
-    const int64_t token = seg.tokens[static_cast<size_t>(r - seg.row0)];
     float* row = &streams_[static_cast<size_t>(r * hc * d)];
-    for (int64_t i = 0; i < d; ++i) {
-      std::uint16_t bits;
-      std::memcpy(&bits, table + (token * d + i) * 2, 2);
-      row[i] = kernels::ref::bf16_to_f32(bits);
-    }
+    std::memcpy(row, &embedded[static_cast<size_t>(r * d)], static_cast<size_t>(d) * sizeof(float));
     for (int64_t k = 1; k < hc; ++k) std::memcpy(row + k * d, row, static_cast<size_t>(d) * sizeof(float));
     pre_mix_[static_cast<size_t>(r * hc)] = 1.0f;  // the first site collapses stream 0
   }
@@ -134,8 +130,7 @@ void ForwardPass::head() {
     next.assign(logits.end() - V, logits.end());
     *seg.all_logits = std::move(logits);
   }
-  kernels::cpu::linear_rows(last_rows.data(), static_cast<int64_t>(next_logits.size()), model_.weights_.head,
-                            next_logits.data(), *model_.pool_);
+  ops_.linear_rows(last_rows.data(), static_cast<int64_t>(next_logits.size()), model_.weights_.head, next_logits.data());
 }
 
 void ForwardPass::commit_tokens() {

@@ -1,6 +1,7 @@
 // ForwardPass: one step of the text model over a batch of sessions (model.h). Rows are the requests'
 // tokens back to back; projections run over all rows at once, attention, compressors and indexers per
-// session. Internal to engine/model.
+// session. Every piece of arithmetic is an op of the model's backend (kernels/backend.h); what is
+// here is the model's structure and the session state's bookkeeping. Internal to engine/model.
 #pragma once
 
 #include "engine/model/model.h"
@@ -53,6 +54,9 @@ class ForwardPass {
   };
 
   void linear(const float* x, int64_t m, const kernels::WeightView& w, float* y);
+  // RoPE by `angles` of rows [row0, row0 + rows) on x's rows (heads vectors of dim floats each).
+  void rope(const RopeAngles& angles, float* x, int64_t row0, int64_t rows, int64_t heads, int64_t dim,
+            bool inverse = false);
   void engram_hashes();
   void embed();
   void layer(const LayerWeights& lw);
@@ -73,6 +77,7 @@ class ForwardPass {
 
   const Model& model_;
   const TextConfig& t_;
+  kernels::Backend& ops_;
   std::vector<Segment> segments_;
   Depth depth_;
   int64_t rows_ = 0;
@@ -84,7 +89,6 @@ class ForwardPass {
   std::vector<float> streams_;       // [rows, hc, d]
   std::vector<float> pre_mix_;       // [rows, hc]: the collapse weights for the next site
   std::vector<Shared> shared_;       // per segment
-  std::vector<float> index_dots_;    // the indexer's query-key dots, kept across layers
 };
 
 }  // namespace hippo::engine

@@ -4,6 +4,7 @@
 #include "engine/engram/engram_token_map.h"
 #include "engine/model/forward_pass.h"
 #include "engine/weights/checkpoint_fingerprint.h"
+#include "kernels/backend_registry.h"
 
 #include <fmt/format.h>
 
@@ -32,22 +33,62 @@ Status check_supported(const TextConfig& t) {
   return Status::ok_status();
 }
 
+// Every op the forward pass calls, every weight format its linear layers read and the formats of
+// the tables it gathers from.
+Status check_backend(const kernels::Backend& backend, const ModelWeights& w) {
+  auto refuse = [&](std::string_view what) {
+    return Status(ErrorCode::kFailedPrecondition, fmt::format("backend '{}' has no {}", backend.name(), what));
+  };
+  for (kernels::Op op : kernels::kAllOps)
+    if (!backend.supports(op)) return refuse(fmt::format("op '{}', which the forward pass calls", kernels::op_name(op)));
+  auto check = [&](const kernels::WeightView& view, std::string_view tensor) -> Status {
+    if (view.data == nullptr || backend.supports(view.format)) return Status::ok_status();
+    return refuse(fmt::format("linear op for weight format '{}', which {} needs", kernels::weight_format_name(view.format), tensor));
+  };
+  HIPPO_RETURN_IF_ERROR(check(w.head, "the head"));
+  for (size_t l = 0; l < w.layers.size(); ++l) {
+    const LayerWeights& lw = w.layers[l];
+    const std::string at = fmt::format("layer {}", l);
+    for (const kernels::WeightView* view :
+         {&lw.hc_attn_fn, &lw.hc_ffn_fn, &lw.wq_a, &lw.wq_b, &lw.wkv, &lw.wo_a, &lw.wo_b, &lw.compressor_wkv, &lw.compressor_wgate,
+          &lw.index_wk, &lw.index_wq_b, &lw.index_weights_proj, &lw.router, &lw.engram.wkv})
+      HIPPO_RETURN_IF_ERROR(check(*view, at));
+    for (const ExpertWeights& e : lw.experts)
+      for (const kernels::WeightView* view : {&e.w1, &e.w2, &e.w3}) HIPPO_RETURN_IF_ERROR(check(*view, at + "'s experts"));
+    if (lw.has_shared_expert)
+      for (const kernels::WeightView* view : {&lw.shared_expert.w1, &lw.shared_expert.w2, &lw.shared_expert.w3})
+        HIPPO_RETURN_IF_ERROR(check(*view, at + "'s shared expert"));
+    if (lw.has_engram && !backend.supports(lw.engram.table.format))
+      return refuse(fmt::format("gather op for table format '{}', which {}'s Engram table needs",
+                                kernels::table_format_name(lw.engram.table.format), at));
+  }
+  if (!backend.supports(kernels::TableFormat::kBF16)) return refuse("gather op for table format 'bf16', which the embedding needs");
+  return Status::ok_status();
+}
+
 }  // namespace
 
-Model::Model(Checkpoint checkpoint, int n_threads)
+Model::Model(Checkpoint checkpoint, std::unique_ptr<kernels::Backend> backend)
     : checkpoint_(std::move(checkpoint)),
       weights_(bind_model_weights(checkpoint_)),
       main_rope_(Rope::main(checkpoint_.config().text_config)),
       compress_rope_(Rope::compress(checkpoint_.config().text_config)),
-      pool_(std::make_unique<kernels::cpu::ThreadPool>(n_threads)) {}
+      backend_(std::move(backend)) {}
 
 Model::~Model() = default;
 
 Result<std::unique_ptr<Model>> Model::load(const std::string& dir, const ModelOptions& options) {
+  HIPPO_ASSIGN_OR_RETURN(std::unique_ptr<kernels::Backend> backend, kernels::make_backend(options.backend, options.n_threads));
+  return load(dir, std::move(backend), options);
+}
+
+Result<std::unique_ptr<Model>> Model::load(const std::string& dir, std::unique_ptr<kernels::Backend> backend,
+                                           const ModelOptions& options) {
   HIPPO_ASSIGN_OR_RETURN(Checkpoint checkpoint, load_checkpoint(dir));
   HIPPO_RETURN_IF_ERROR(check_supported(checkpoint.config().text_config).with_context(dir));
   HIPPO_ASSIGN_OR_RETURN(std::string fingerprint, checkpoint_fingerprint(checkpoint));
-  std::unique_ptr<Model> model(new Model(std::move(checkpoint), options.n_threads));
+  std::unique_ptr<Model> model(new Model(std::move(checkpoint), std::move(backend)));
+  HIPPO_RETURN_IF_ERROR(check_backend(*model->backend_, model->weights_).with_context(dir));
   model->fingerprint_ = std::move(fingerprint);
   if (!model->text().engram_layer_ids.empty()) {
     const std::string tokenizer_dir = options.tokenizer_dir.empty() ? dir : options.tokenizer_dir;

@@ -1,6 +1,7 @@
-// Model: the DeepSeek-V4.1 text model on the CPU, behind the narrow API the agents layer uses. It
-// owns the memory-mapped checkpoint, the weight views, the Engram token map and a thread pool; the
-// per-session memory lives in SessionState, which the caller owns.
+// Model: the DeepSeek-V4.1 text model, behind the narrow API the agents layer uses. It owns the
+// memory-mapped checkpoint, the weight views, the Engram token map and the backend that runs its ops
+// (kernels/backend.h; "cpu" unless ModelOptions names another); the per-session memory lives in
+// SessionState, which the caller owns.
 //
 //   forward()  one step for many sessions at once: each request appends its tokens to its session
 //              (a prefill chunk of any size or one decode token) and leaves the next-token logits in
@@ -21,7 +22,7 @@
 #include "engine/model/rope.h"
 #include "engine/model/session_state.h"
 #include "engine/weights/checkpoint.h"
-#include "kernels/cpu/thread_pool.h"
+#include "kernels/backend.h"
 
 #include <cstdint>
 #include <functional>
@@ -38,6 +39,7 @@ class EngramHasher;
 struct ModelOptions {
   int n_threads = 0;              // 0: one per logical CPU
   std::string tokenizer_dir;      // where tokenizer.json is; empty: the checkpoint directory
+  std::string backend = "cpu";    // kernels/backend_registry.h
 };
 
 struct ForwardRequest {
@@ -58,13 +60,19 @@ struct PrefillOptions {
 
 class Model {
  public:
+  // Fails when the backend lacks an op the forward pass calls or a weight format the checkpoint
+  // needs, naming both.
   static Result<std::unique_ptr<Model>> load(const std::string& dir, const ModelOptions& options = {});
+  // The same on a backend made by the caller (options.backend and n_threads unused).
+  static Result<std::unique_ptr<Model>> load(const std::string& dir, std::unique_ptr<kernels::Backend> backend,
+                                             const ModelOptions& options = {});
   ~Model();
 
   const ModelConfig& config() const { return checkpoint_.config(); }
   const TextConfig& text() const { return checkpoint_.config().text_config; }
   const Checkpoint& checkpoint() const { return checkpoint_; }
-  int n_threads() const { return pool_->size(); }
+  int n_threads() const { return backend_->threads(); }
+  const char* backend_name() const { return backend_->name(); }
 
   SessionState new_session() const { return SessionState(text()); }
 
@@ -87,7 +95,7 @@ class Model {
 
  private:
   friend class ForwardPass;
-  Model(Checkpoint checkpoint, int n_threads);
+  Model(Checkpoint checkpoint, std::unique_ptr<kernels::Backend> backend);
 
   Checkpoint checkpoint_;
   ModelWeights weights_;
@@ -95,7 +103,7 @@ class Model {
   Rope compress_rope_;
   std::unique_ptr<EngramTokenMap> engram_map_;  // configs with Engram layers only
   std::unique_ptr<EngramHasher> engram_hasher_;
-  std::unique_ptr<kernels::cpu::ThreadPool> pool_;
+  std::unique_ptr<kernels::Backend> backend_;
   std::string fingerprint_;
 };
 

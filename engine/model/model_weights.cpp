@@ -52,6 +52,20 @@ WeightView f32_matrix_view(const Checkpoint& checkpoint, const std::string& name
   return view;
 }
 
+// A table gathered row by row: BF16, or FP8 codes with their E8M0 scales per 32 columns.
+kernels::RowTable row_table(const Checkpoint& checkpoint, const std::string& name, const std::string& scales_name) {
+  const TensorView codes = checkpoint.tensor(name);
+  kernels::RowTable table;
+  table.data = codes.bytes.data();
+  table.rows = codes.spec->shape[0];
+  table.cols = codes.spec->shape[1];
+  if (codes.spec->storage == Storage::kFp8Codes) {
+    table.format = kernels::TableFormat::kFp8Row32;
+    table.scales = reinterpret_cast<const std::uint8_t*>(checkpoint.tensor(scales_name).bytes.data());
+  }
+  return table;
+}
+
 ExpertWeights expert_views(const Checkpoint& checkpoint, const std::string& prefix) {
   return {linear_view(checkpoint, prefix + "w1"), linear_view(checkpoint, prefix + "w2"),
           linear_view(checkpoint, prefix + "w3")};
@@ -62,7 +76,7 @@ ExpertWeights expert_views(const Checkpoint& checkpoint, const std::string& pref
 ModelWeights bind_model_weights(const Checkpoint& checkpoint) {
   const TextConfig& t = checkpoint.config().text_config;
   ModelWeights w;
-  w.embed = checkpoint.tensor("embed.weight");
+  w.embed = row_table(checkpoint, "embed.weight", "");
   for (const LayerRole& role : layer_schedule(t)) {
     const std::string p = fmt::format("layers.{}.", role.layer);
     LayerWeights l;
@@ -109,8 +123,7 @@ ModelWeights bind_model_weights(const Checkpoint& checkpoint) {
     l.has_engram = role.engram;
     if (role.engram) {
       EngramWeights& e = l.engram;
-      e.table = checkpoint.tensor(p + "engram.embed.weight");
-      if (e.table.spec->storage == Storage::kFp8Codes) e.table_scales = checkpoint.tensor(p + "engram.embed.scale");
+      e.table = row_table(checkpoint, p + "engram.embed.weight", p + "engram.embed.scale");
       e.wkv = linear_view(checkpoint, p + "engram.wkv");
       const std::vector<float> q = tensor_to_float(checkpoint, p + "engram.q_weight");
       const std::vector<float> k = tensor_to_float(checkpoint, p + "engram.k_weight");

@@ -5,6 +5,7 @@
 
 #include "engine/config/layer_schedule.h"
 #include "engine/weights/checkpoint.h"
+#include "kernels/backend.h"
 #include "kernels/weight_view.h"
 
 #include <cstdint>
@@ -20,8 +21,7 @@ struct ExpertWeights {
 };
 
 struct EngramWeights {
-  TensorView table;                  // rows [n, head_dim]: F8_E4M3 (with scales) or BF16
-  TensorView table_scales;           // F8_E8M0 [n, head_dim / 32]; empty in the plain layout
+  kernels::RowTable table;           // [n, head_dim]: FP8 with E8M0 scales per 32, or BF16 (the plain layout)
   kernels::WeightView wkv;           // [(hc + 1) d, (max_ngram - 1) heads head_dim]: keys, then the value
   std::vector<float> gate_weight;    // q_weight * k_weight [hc, d] (only ever used as a product)
 };
@@ -55,7 +55,7 @@ struct LayerWeights {
 };
 
 struct ModelWeights {
-  TensorView embed;  // BF16 [vocab, d]
+  kernels::RowTable embed;  // BF16 [vocab, d]
   std::vector<LayerWeights> layers;
   std::vector<float> final_norm;
   kernels::WeightView head;

@@ -64,38 +64,11 @@ void Rope::angles(int64_t position, float* cos, float* sin) const {
   }
 }
 
-void Rope::rotate(float* x, int64_t count, int64_t dim, int64_t rope_dims, const float* cos, const float* sin,
-                  bool inverse) {
-  HIPPO_DCHECK(dim >= rope_dims, "RoPE on a vector shorter than its rope dims");
-  for (int64_t k = 0; k < count; ++k) {
-    float* rope = x + k * dim + (dim - rope_dims);
-    for (int64_t i = 0; i < rope_dims / 2; ++i) {
-      const float c = cos[i];
-      const float s = inverse ? -sin[i] : sin[i];
-      const float even = rope[2 * i];
-      const float odd = rope[2 * i + 1];
-      rope[2 * i] = even * c - odd * s;
-      rope[2 * i + 1] = even * s + odd * c;
-    }
-  }
-}
-
-void Rope::apply(float* x, int64_t dim, int64_t position, bool inverse) const {
-  float cos[kMaxRopeDims / 2], sin[kMaxRopeDims / 2];
-  angles(position, cos, sin);
-  rotate(x, 1, dim, rope_dims_, cos, sin, inverse);
-}
-
 RopeAngles::RopeAngles(const Rope& rope, std::span<const int64_t> positions) : rope_dims_(rope.rope_dims()) {
   const size_t pairs = static_cast<size_t>(rope_dims_ / 2);
   cos_.resize(positions.size() * pairs);
   sin_.resize(positions.size() * pairs);
   for (size_t r = 0; r < positions.size(); ++r) rope.angles(positions[r], &cos_[r * pairs], &sin_[r * pairs]);
-}
-
-void RopeAngles::apply(float* x, int64_t count, int64_t dim, int64_t row, bool inverse) const {
-  const size_t offset = static_cast<size_t>(row * (rope_dims_ / 2));
-  Rope::rotate(x, count, dim, rope_dims_, &cos_[offset], &sin_[offset], inverse);
 }
 
 }  // namespace hippo::engine

@@ -27,16 +27,8 @@ class Rope {
   int64_t rope_dims() const { return rope_dims_; }
   const std::vector<float>& inv_freq() const { return inv_freq_; }
 
-  // Rotates the last rope_dims channels of x[0, dim) for `position`; inverse rotates by -angle.
-  void apply(float* x, int64_t dim, int64_t position, bool inverse = false) const;
-
-  // The pair angles' cos and sin at `position`, as apply computes them (rope_dims / 2 each).
+  // The pair angles' cos and sin at `position` (rope_dims / 2 each), in float32 as transformers.
   void angles(int64_t position, float* cos, float* sin) const;
-
-  // Rotates the last rope_dims channels of `count` vectors x + k·dim (k < count) by the angles that
-  // `angles` gave; the same arithmetic as apply.
-  static void rotate(float* x, int64_t count, int64_t dim, int64_t rope_dims, const float* cos, const float* sin,
-                     bool inverse);
 
  private:
   int64_t rope_dims_;
@@ -44,14 +36,16 @@ class Rope {
 };
 
 // One Rope's cos and sin at a list of positions (the rows of a forward step), computed once and then
-// applied to every head of every layer at those positions, with the bits Rope::apply gives.
+// applied to every head of every layer at those positions by the backend's rope op.
 class RopeAngles {
  public:
   RopeAngles() = default;
   RopeAngles(const Rope& rope, std::span<const int64_t> positions);
 
-  // Rotates `count` vectors x + k·dim at positions[row]; inverse rotates by -angle.
-  void apply(float* x, int64_t count, int64_t dim, int64_t row, bool inverse = false) const;
+  int64_t rope_dims() const { return rope_dims_; }
+  // From positions[row] on, rope_dims / 2 per row.
+  const float* cos(int64_t row) const { return cos_.data() + row * (rope_dims_ / 2); }
+  const float* sin(int64_t row) const { return sin_.data() + row * (rope_dims_ / 2); }
 
  private:
   int64_t rope_dims_ = 0;

@@ -3,13 +3,17 @@
 #include "engine/model/session_state.h"
 
 #include "engine/config/layer_schedule.h"
-#include "engine/model/kv_formats.h"
+#include "kernels/kv_entry_formats.h"
 
 #include <fmt/format.h>
 
 #include <cstring>
 
 namespace hippo::engine {
+
+using kernels::compressed_entry_bytes;
+using kernels::index_entry_bytes;
+using kernels::window_entry_bytes;
 namespace {
 
 constexpr std::uint32_t kFrontierMagic = 0x54535048;  // "HPST"

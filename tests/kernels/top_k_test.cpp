@@ -1,15 +1,18 @@
-// The forward pass's shared helpers (engine/model/forward_ops.h).
-#include "engine/model/forward_ops.h"
+// Top-k in the reference's order (kernels/top_k.h).
+#include "kernels/top_k.h"
 
 #include <catch2/catch.hpp>
 
 #include <algorithm>
 #include <cstdint>
+#include <limits>
 #include <numeric>
 #include <vector>
 
-namespace hippo::engine::ops {
+namespace hippo::kernels {
 namespace {
+
+constexpr float kNegInf = -std::numeric_limits<float>::infinity();
 
 std::vector<int32_t> reference_top_k(const std::vector<float>& scores, int64_t k) {
   std::vector<int32_t> order(scores.size());
@@ -57,4 +60,4 @@ TEST_CASE("a streaming top-k with k above n keeps all, best first, with their sc
 }
 
 }  // namespace
-}  // namespace hippo::engine::ops
+}  // namespace hippo::kernels

@@ -1,4 +1,4 @@
-#include "engine/model/kv_formats.h"
+#include "kernels/cpu/kv_entries.h"
 
 #include "kernels/ref/numeric_formats.h"
 
@@ -7,13 +7,13 @@
 #include <cmath>
 #include <cstring>
 
-namespace hippo::engine {
+namespace hippo::kernels::cpu {
 namespace {
 
-using kernels::ref::e2m1_to_f32;
-using kernels::ref::e4m3fn_to_f32;
-using kernels::ref::e8m0_to_f32;
-using kernels::ref::f32_to_e4m3fn;
+using ref::e2m1_to_f32;
+using ref::e4m3fn_to_f32;
+using ref::e8m0_to_f32;
+using ref::f32_to_e4m3fn;
 
 constexpr float kFp8Max = 448.0f;
 constexpr float kFp4Max = 6.0f;
@@ -179,4 +179,4 @@ void fp4_ue8m0_round_trip(float* x, int64_t dim) {  // decode(encode(x)) without
   }
 }
 
-}  // namespace hippo::engine
+}  // namespace hippo::kernels::cpu

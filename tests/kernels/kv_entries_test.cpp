@@ -1,6 +1,6 @@
 // The QAT round trips as the reference computes them (docs/reference-model.md D6) and the storage
 // layouts they encode into.
-#include "engine/model/kv_formats.h"
+#include "kernels/cpu/kv_entries.h"
 #include "kernels/ref/numeric_formats.h"
 
 #include <catch2/catch.hpp>
@@ -11,7 +11,7 @@
 #include <limits>
 #include <vector>
 
-namespace hippo::engine {
+namespace hippo::kernels::cpu {
 namespace {
 
 using kernels::ref::e4m3fn_to_f32;
@@ -150,4 +150,4 @@ TEST_CASE("the FP4 power-of-two encoder and round trip agree with the reference'
 }
 
 }  // namespace
-}  // namespace hippo::engine
+}  // namespace hippo::kernels::cpu

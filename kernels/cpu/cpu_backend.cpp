@@ -1,0 +1,98 @@
+#include "kernels/cpu/cpu_backend.h"
+
+#include "kernels/cpu/kv_entries.h"
+#include "kernels/cpu/linear.h"
+#include "kernels/cpu/model_ops.h"
+#include "kernels/cpu/thread_pool.h"
+
+namespace hippo::kernels::cpu {
+namespace {
+
+class CpuBackend final : public Backend {
+ public:
+  explicit CpuBackend(int threads) : pool_(threads) {}
+
+  const char* name() const override { return "cpu"; }
+  int threads() const override { return pool_.size(); }
+  bool supports(Op) const override { return true; }
+  bool supports(WeightFormat) const override { return true; }
+  bool supports(TableFormat) const override { return true; }
+
+  void linear(const float* x, std::int64_t m, const WeightView& w, float* y) override {
+    if (m > 0) cpu::linear(x, m, w, y, pool_);
+  }
+  void linear_rows(const float* x, std::int64_t m, const WeightView& w, float* const* y_rows) override {
+    if (m > 0) cpu::linear_rows(x, m, w, y_rows, pool_);
+  }
+  void rms_norm(const float* x, std::int64_t rows, std::int64_t n, const float* weight, float eps, float* out) override {
+    cpu::rms_norm(x, rows, n, weight, eps, out);
+  }
+  void rope(float* x, std::int64_t rows, std::int64_t heads, std::int64_t dim, std::int64_t rope_dims, const float* cos,
+            const float* sin, bool inverse) override {
+    cpu::rope(x, rows, heads, dim, rope_dims, cos, sin, inverse);
+  }
+  void hc_mix(const HcMixArgs& args) override { cpu::hc_mix(args); }
+  void hc_collapse(const float* streams, const float* pre, std::int64_t rows, std::int64_t hc, std::int64_t d,
+                   float* out) override {
+    cpu::hc_collapse(streams, pre, rows, hc, d, out);
+  }
+  void hc_expand(float* streams, const float* sub, const float* post, const float* comb, std::int64_t rows,
+                 std::int64_t hc, std::int64_t d) override {
+    cpu::hc_expand(streams, sub, post, comb, rows, hc, d);
+  }
+  void attention(const AttentionArgs& args) override { cpu::attention(args, pool_); }
+
+  void kv_encode(KvFormat format, const float* x, std::int64_t rows, std::int64_t dim, std::uint8_t* entries) override {
+    const std::int64_t bytes = kv_entry_bytes(format, dim);
+    for (std::int64_t r = 0; r < rows; ++r) {
+      switch (format) {
+        case KvFormat::kWindow: encode_window_entry(x + r * dim, dim, entries + r * bytes); break;
+        case KvFormat::kCompressed: encode_compressed_entry(x + r * dim, dim, entries + r * bytes); break;
+        case KvFormat::kIndex: encode_index_entry(x + r * dim, dim, entries + r * bytes); break;
+      }
+    }
+  }
+  void kv_decode(KvFormat format, const std::uint8_t* entries, std::int64_t rows, std::int64_t dim, float* x) override {
+    const std::int64_t bytes = kv_entry_bytes(format, dim);
+    for (std::int64_t r = 0; r < rows; ++r) {
+      switch (format) {
+        case KvFormat::kWindow: decode_window_entry(entries + r * bytes, dim, x + r * dim); break;
+        case KvFormat::kCompressed: decode_compressed_entry(entries + r * bytes, dim, x + r * dim); break;
+        case KvFormat::kIndex: decode_index_entry(entries + r * bytes, dim, x + r * dim); break;
+      }
+    }
+  }
+  void fp4_round_trip(float* x, std::int64_t rows, std::int64_t dim) override {
+    for (std::int64_t r = 0; r < rows; ++r) fp4_ue8m0_round_trip(x + r * dim, dim);
+  }
+
+  void compressor_pool(const float* kv, const float* gate, std::int64_t groups, std::int64_t ratio, std::int64_t dim,
+                       float* latents) override {
+    cpu::compressor_pool(kv, gate, groups, ratio, dim, latents);
+  }
+  void indexer(const IndexerArgs& args) override { cpu::indexer(args, pool_); }
+  void router(const RouterArgs& args) override { cpu::router(args); }
+  void swiglu(float* gate, const float* up, std::int64_t rows, std::int64_t width, float limit,
+              const float* row_weight) override {
+    cpu::swiglu(gate, up, rows, width, limit, row_weight);
+  }
+  void add_rows(const float* y, std::int64_t m, std::int64_t d, const std::int64_t* dst, float* out) override {
+    cpu::add_rows(y, m, d, dst, out);
+  }
+  void gather_rows(const RowTable& table, const std::int64_t* ids, std::int64_t n, float* out) override {
+    cpu::gather_rows(table, ids, n, out);
+  }
+  void engram_fuse(float* streams, const float* kv, const float* gate_weight, std::int64_t rows, std::int64_t hc,
+                   std::int64_t d, float eps) override {
+    cpu::engram_fuse(streams, kv, gate_weight, rows, hc, d, eps);
+  }
+
+ private:
+  ThreadPool pool_;
+};
+
+}  // namespace
+
+std::unique_ptr<Backend> make_cpu_backend(int threads) { return std::make_unique<CpuBackend>(threads); }
+
+}  // namespace hippo::kernels::cpu

@@ -1,0 +1,166 @@
+// The lightning indexer over the stored FP4 index keys (contract in kernels/backend.h).
+#include "kernels/cpu/model_ops.h"
+
+#include "kernels/cpu/attention_ops.h"
+#include "kernels/cpu/kv_entries.h"
+#include "kernels/cpu/linear.h"
+#include "kernels/top_k.h"
+
+#include <algorithm>
+#include <bit>
+#include <limits>
+#include <vector>
+
+namespace hippo::kernels::cpu {
+namespace {
+
+constexpr float kNegInf = -std::numeric_limits<float>::infinity();
+
+// A candidate block's score for one row: the best score among its keys that the row sees (keys at
+// or past `visible` score -inf; scores holds keys w0 .. w1), +inf for the block of the row's last
+// visible key, which is always kept.
+float candidate_block_score(const float* scores, std::int64_t w0, std::int64_t w1, std::int64_t b, std::int64_t block,
+                            std::int64_t visible) {
+  if (visible > 0 && b == (visible - 1) / block) return std::numeric_limits<float>::infinity();
+  float m = kNegInf;
+  for (std::int64_t w = std::max(w0, b * block); w < std::min({w1, (b + 1) * block, visible}); ++w)
+    m = std::max(m, scores[w - w0]);
+  return m;
+}
+
+// Σ_h relu(dot)·scale·w_h from 0 in h order per key, keys side by side (dots [heads][ld]).
+void score_keys(const float* dots, std::int64_t ld, std::int64_t n, const float* weights, std::int64_t heads, float scale,
+                float* scores) {
+  std::fill(scores, scores + n, 0.0f);
+  for (std::int64_t h = 0; h < heads; ++h) {
+    const float weight = weights[h];
+    const float* head_dots = dots + h * ld;
+    for (std::int64_t w = 0; w < n; ++w) scores[w] += std::max(head_dots[w], 0.0f) * scale * weight;
+  }
+}
+
+// A reindex layer scores only the keys of each row's candidate blocks: per row, those keys are
+// decoded and transposed, and attention_ops gives every head's dot products (each a fixed chain over
+// the key's dims, so prefill, decode and batches agree). The best among them, in key order on ties,
+// are what the masked full scoring would pick.
+void index_candidates(const IndexerArgs& a, ThreadPool& pool) {
+  const std::int64_t hI = a.heads, idh = a.dim, index_bytes = index_entry_bytes(idh);
+  pool.parallel_for(a.rows, [&](std::int64_t begin, std::int64_t end) {
+    std::vector<std::int32_t> ids;
+    std::vector<const float*> rows;
+    std::vector<float> decoded, keys_t, dots, scores;
+    for (std::int64_t i = begin; i < end; ++i) {
+      const std::int64_t visible = a.visible[i];
+      const std::uint64_t* keep = a.candidates_in[i];
+      ids.clear();
+      for (std::int64_t word = 0; word < candidate_words(a.n_keys, a.block); ++word) {
+        for (std::uint64_t bits = keep[word]; bits != 0; bits &= bits - 1) {
+          const std::int64_t b = word * 64 + std::countr_zero(bits);
+          for (std::int64_t w = b * a.block; w < std::min(visible, (b + 1) * a.block); ++w) ids.push_back(static_cast<std::int32_t>(w));
+        }
+      }
+      const std::int64_t nc = static_cast<std::int64_t>(ids.size());
+      rows.resize(ids.size());
+      decoded.resize(ids.size() * static_cast<size_t>(idh));
+      for (size_t c = 0; c < ids.size(); ++c) {
+        rows[c] = &decoded[c * static_cast<size_t>(idh)];
+        decode_index_entry(a.keys + std::int64_t{ids[c]} * index_bytes, idh, &decoded[c * static_cast<size_t>(idh)]);
+      }
+      keys_t.resize(static_cast<size_t>(idh * nc));
+      dots.resize(static_cast<size_t>(hI * nc));
+      scores.resize(ids.size());
+      transpose_rows(rows.data(), nc, idh, keys_t.data(), nc);
+      transposed_scores(a.q + i * hI * idh, hI, idh, keys_t.data(), nc, nc, idh, dots.data(), nc);
+      score_keys(dots.data(), nc, nc, a.weights + i * hI, hI, a.scale, scores.data());
+      std::vector<std::int32_t> picked = top_k(scores.data(), nc, a.top_k);
+      std::erase_if(picked, [&](std::int32_t c) { return scores[static_cast<size_t>(c)] == kNegInf; });
+      for (std::int32_t& c : picked) c = ids[static_cast<size_t>(c)];
+      std::sort(picked.begin(), picked.end());
+      a.selection[i] = std::move(picked);
+    }
+  });
+}
+
+// Per-head dot products of a block of query rows with a tile of the keys its rows can see: one GEMM
+// with the stored FP4 keys as the weight matrix, read in place (each output depends only on its
+// query and key, and the linear layer's FP4 values are the decoded keys exactly, linear.h), then
+// each row scores the tile's keys and feeds its running top-k (and, in a candidate source, the
+// maxima of the tile's candidate blocks), tile after tile in key order: the picks are top_k()'s over
+// all keys, with no per-row array of n_keys scores.
+void index_all(const IndexerArgs& a, ThreadPool& pool) {
+  static_assert(kIndexScaleBlock == 32, "the index keys' layout is the linear layer's FP4 rows");
+  const std::int64_t hI = a.heads, idh = a.dim, block = a.block, n = a.rows;
+  const std::int64_t n_blocks = (a.n_keys + block - 1) / block;
+  const bool candidate_source = a.candidate_top_k > 0;
+  WeightView keys;
+  keys.format = WeightFormat::kFp4Row32;
+  keys.data = a.keys;
+  keys.scales = a.keys + idh / 2;
+  keys.cols = idh;
+  keys.rows = a.n_keys;
+  keys.row_stride = index_entry_bytes(idh);
+  // Up to 64 query rows per block (many rows per pass over a tile), tiles of about 1,024 keys (whole
+  // candidate blocks; their FP4 codes stay in L2 while the rows pass) and at most 16 MB of dots,
+  // kept by the thread between calls.
+  const std::int64_t rows_per_block = std::min<std::int64_t>(n, 64);
+  const std::int64_t tile = std::max<std::int64_t>(
+      block, std::min<std::int64_t>(1024, (std::int64_t{1} << 22) / (rows_per_block * hI)) / block * block);
+  thread_local std::vector<float> kept_dots;
+  std::vector<float>& dots = kept_dots;  // the calling thread's, also in the pool's workers
+  for (std::int64_t i0 = 0; i0 < n; i0 += rows_per_block) {
+    const std::int64_t i1 = std::min(n, i0 + rows_per_block);
+    const std::int64_t seen = *std::max_element(a.visible + i0, a.visible + i1);
+    std::vector<StreamingTopK> picks, block_picks;
+    for (std::int64_t i = i0; i < i1; ++i) {
+      picks.emplace_back(a.top_k);
+      if (candidate_source) block_picks.emplace_back(a.candidate_top_k);
+    }
+    for (std::int64_t w0 = 0; w0 < seen; w0 += tile) {
+      const std::int64_t w1 = std::min(seen, w0 + tile), width = w1 - w0;
+      dots.resize(static_cast<size_t>((i1 - i0) * hI * width));
+      linear(a.q + i0 * hI * idh, (i1 - i0) * hI, weight_rows(keys, w0, width), dots.data(), pool);
+      pool.parallel_for(i1 - i0, [&](std::int64_t begin, std::int64_t end) {
+        std::vector<float> scores(static_cast<size_t>(width));
+        for (std::int64_t i = i0 + begin; i < i0 + end; ++i) {
+          const std::int64_t visible = a.visible[i];
+          const std::int64_t n_visible = std::clamp<std::int64_t>(visible - w0, 0, width);
+          score_keys(dots.data() + (i - i0) * hI * width, width, n_visible, a.weights + i * hI, hI, a.scale, scores.data());
+          StreamingTopK& row_picks = picks[static_cast<size_t>(i - i0)];
+          for (std::int64_t w = 0; w < n_visible; ++w) row_picks.push(static_cast<std::int32_t>(w0 + w), scores[static_cast<size_t>(w)]);
+          if (candidate_source) {  // keys past `visible` count as -inf
+            for (std::int64_t b = w0 / block; b < (w1 + block - 1) / block; ++b)
+              block_picks[static_cast<size_t>(i - i0)].push(static_cast<std::int32_t>(b),
+                                                             candidate_block_score(scores.data(), w0, w1, b, block, visible));
+          }
+        }
+      });
+    }
+    for (std::int64_t i = i0; i < i1; ++i) {
+      if (candidate_source) {
+        StreamingTopK& best_blocks = block_picks[static_cast<size_t>(i - i0)];
+        for (std::int64_t b = (seen + block - 1) / block; b < n_blocks; ++b)  // blocks no tile reached
+          best_blocks.push(static_cast<std::int32_t>(b), candidate_block_score(nullptr, seen, seen, b, block, a.visible[i]));
+        std::uint64_t* bits = a.candidates_out[i];
+        std::fill(bits, bits + candidate_words(a.n_keys, block), std::uint64_t{0});
+        for (const StreamingTopK::Entry& e : best_blocks.take())
+          if (e.score > kNegInf) bits[e.index / 64] |= std::uint64_t{1} << (e.index % 64);
+      }
+      std::vector<std::int32_t> picked;  // -inf picks are dropped
+      for (const StreamingTopK::Entry& e : picks[static_cast<size_t>(i - i0)].take())
+        if (e.score != kNegInf) picked.push_back(e.index);
+      std::sort(picked.begin(), picked.end());
+      a.selection[i] = std::move(picked);
+    }
+  }
+}
+
+}  // namespace
+
+void indexer(const IndexerArgs& a, ThreadPool& pool) {
+  if (a.candidates_in != nullptr)
+    index_candidates(a, pool);
+  else
+    index_all(a, pool);
+}
+
+}  // namespace hippo::kernels::cpu

@@ -1,0 +1,57 @@
+// Top-k selection with the reference's order: higher scores first, ties to the lower index. The
+// router's experts and the indexer's keys and candidate blocks (the CPU backend's streaming form).
+#pragma once
+
+#include <algorithm>
+#include <cstdint>
+#include <vector>
+
+namespace hippo::kernels {
+
+// The k best of a sequence of scores fed in index order (higher first, ties to the lower index).
+// The order is total, so the answer is unique: a heap holds the best k so far, its worst on top, and
+// entries come in index order, so a later entry displaces the worst only with a higher score. Fed
+// in pieces (the indexer's key tiles), it keeps exactly what top_k() over the whole array picks.
+class StreamingTopK {
+ public:
+  explicit StreamingTopK(std::int64_t k) : k_(std::max<std::int64_t>(0, k)) { best_.reserve(static_cast<size_t>(k_)); }
+
+  void push(std::int32_t index, float score) {
+    if (static_cast<std::int64_t>(best_.size()) < k_) {
+      best_.push_back({score, index});
+      if (static_cast<std::int64_t>(best_.size()) == k_) std::make_heap(best_.begin(), best_.end(), better);
+      return;
+    }
+    if (k_ == 0 || !(score > best_.front().score)) return;
+    std::pop_heap(best_.begin(), best_.end(), better);
+    best_.back() = {score, index};
+    std::push_heap(best_.begin(), best_.end(), better);
+  }
+
+  // The picks, best first, with their scores; the object is spent.
+  struct Entry {
+    float score;
+    std::int32_t index;
+  };
+  std::vector<Entry> take() {
+    if (static_cast<std::int64_t>(best_.size()) == k_) std::sort_heap(best_.begin(), best_.end(), better);
+    else std::sort(best_.begin(), best_.end(), better);  // fewer than k fed: all of them, in order
+    return std::move(best_);
+  }
+
+ private:
+  static bool better(const Entry& a, const Entry& b) { return a.score > b.score || (a.score == b.score && a.index < b.index); }
+  std::int64_t k_;
+  std::vector<Entry> best_;
+};
+
+// The k best of `scores` (higher first, ties to the lower index), as indices in that order.
+inline std::vector<std::int32_t> top_k(const float* scores, std::int64_t n, std::int64_t k) {
+  StreamingTopK best(std::min(k, n));
+  for (std::int32_t i = 0; i < static_cast<std::int32_t>(n); ++i) best.push(i, scores[i]);
+  std::vector<std::int32_t> out;
+  for (const StreamingTopK::Entry& e : best.take()) out.push_back(e.index);
+  return out;
+}
+
+}  // namespace hippo::kernels
