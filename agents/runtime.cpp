@@ -1384,17 +1384,16 @@ class AgentRuntime::Engine {
       return Status(ErrorCode::kCorrupt, fmt::format("session {}: the latest snapshot has {} tokens, the session {}",
                                                      id, latest->n_tokens, stored_tokens));
     }
-    std::vector<std::vector<std::byte>> buffers;
+    // The store decompresses into the buffers that become the state's streams: one copy of the session.
+    std::vector<engine::StateStreamBuffer> streams;
     std::vector<storage::RestoreTarget> targets;
-    buffers.reserve(latest->streams.size());
+    streams.reserve(latest->streams.size());
     for (const storage::StreamInfo& stream : latest->streams) {
-      buffers.emplace_back(static_cast<size_t>(stream.n_entries) * stream.entry_bytes);
-      targets.push_back({stream.name, buffers.back()});
+      streams.push_back({stream.name, std::vector<std::uint8_t>(static_cast<size_t>(stream.n_entries) * stream.entry_bytes)});
+      targets.push_back({stream.name, std::as_writable_bytes(std::span(streams.back().bytes))});
     }
     HIPPO_ASSIGN_OR_RETURN(std::vector<std::byte> frontier, store.restore_snapshot(*latest, model_.fingerprint(), targets));
-    std::vector<engine::StateStreamBytes> streams;
-    for (size_t i = 0; i < targets.size(); ++i) streams.push_back({targets[i].name, buffers[i]});
-    return engine::SessionState::restore(model_.text(), frontier, streams);
+    return engine::SessionState::restore(model_.text(), frontier, std::move(streams));
   }
 
   // --- sessions ---

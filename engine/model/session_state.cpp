@@ -164,7 +164,7 @@ std::vector<StateStream> SessionState::streams() const {
 }
 
 Result<SessionState> SessionState::restore(const TextConfig& text, std::span<const std::byte> frontier,
-                                           std::span<const StateStreamBytes> streams) {
+                                           std::vector<StateStreamBuffer> streams) {
   SessionState state(text);
   ByteReader in(frontier);
   auto corrupt = [](std::string_view what) {
@@ -204,16 +204,16 @@ Result<SessionState> SessionState::restore(const TextConfig& text, std::span<con
         !in.get_array(w.pending_gate, static_cast<size_t>(n_pending * state.head_dim_))) {
       return corrupt("truncated pending rows");
     }
-    auto find_stream = [&](const std::string& name) -> const StateStreamBytes* {
-      for (const StateStreamBytes& s : streams) {
+    auto find_stream = [&](const std::string& name) -> StateStreamBuffer* {
+      for (StateStreamBuffer& s : streams) {
         if (s.name == name) return &s;
       }
       return nullptr;
     };
     const std::string kv_name = fmt::format("kv.layer{}", layer);
     const std::string index_name = fmt::format("index.layer{}", layer);
-    const StateStreamBytes* kv = find_stream(kv_name);
-    const StateStreamBytes* index = find_stream(index_name);
+    StateStreamBuffer* kv = find_stream(kv_name);
+    StateStreamBuffer* index = find_stream(index_name);
     if (kv == nullptr || index == nullptr) {
       return Status(ErrorCode::kCorrupt, fmt::format("session state: stream {} missing", kv == nullptr ? kv_name : index_name));
     }
@@ -224,10 +224,8 @@ Result<SessionState> SessionState::restore(const TextConfig& text, std::span<con
           "session state: streams of layer {} hold {} and {} bytes; {} entries need {} and {}", layer,
           kv->bytes.size(), index->bytes.size(), n_entries, kv_bytes, index_bytes));
     }
-    const auto* kv_begin = reinterpret_cast<const std::uint8_t*>(kv->bytes.data());
-    const auto* index_begin = reinterpret_cast<const std::uint8_t*>(index->bytes.data());
-    w.kv.assign(kv_begin, kv_begin + kv_bytes);
-    w.index.assign(index_begin, index_begin + index_bytes);
+    w.kv = std::move(kv->bytes);
+    w.index = std::move(index->bytes);
   }
   int64_t lookback_bytes = 0;
   std::vector<char> lookback;
@@ -248,8 +246,8 @@ Result<SessionState> SessionState::restore(const TextConfig& text, std::span<con
   if (!in.get_array(state.next_logits_, static_cast<size_t>(n_logits))) return corrupt("truncated logits");
   if (!in.at_end()) return corrupt("trailing bytes");
 
-  const StateStreamBytes* tokens = nullptr;
-  for (const StateStreamBytes& s : streams) {
+  const StateStreamBuffer* tokens = nullptr;
+  for (const StateStreamBuffer& s : streams) {
     if (s.name == "token_ids") tokens = &s;
   }
   if (tokens == nullptr) return Status(ErrorCode::kCorrupt, "session state: stream token_ids missing");

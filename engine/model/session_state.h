@@ -37,10 +37,11 @@ struct StateStream {
   std::span<const std::byte> bytes;
 };
 
-// Where restore() reads one stream from.
-struct StateStreamBytes {
+// One stream's bytes, handed over to restore(): the compressed-KV and index-key buffers become the
+// state's own (moved, never copied), so a restore holds one copy of a session, not two.
+struct StateStreamBuffer {
   std::string name;
-  std::span<const std::byte> bytes;
+  std::vector<std::uint8_t> bytes;
 };
 
 class SessionState {
@@ -77,7 +78,7 @@ class SessionState {
   // A state from a frontier and its streams; any inconsistency (another model's shape, a truncated
   // blob, a stream of the wrong length) is an error, never a crash.
   static Result<SessionState> restore(const TextConfig& text, std::span<const std::byte> frontier,
-                                      std::span<const StateStreamBytes> streams);
+                                      std::vector<StateStreamBuffer> streams);
 
   // A state of these token ids with the layout and sizes the model gives them but not its values:
   // the compressed-KV and index-key streams hold what `fill` writes into them (by stream name), the

@@ -150,23 +150,32 @@ TEST_CASE("serialise, restore and continue equals uninterrupted", "[model]") {
   SessionState first = model.new_session();
   REQUIRE(model.forward(first, std::span(ids).first(91)).ok());
   const std::vector<std::byte> frontier = first.frontier();
-  std::vector<std::vector<std::byte>> copies;
-  std::vector<StateStreamBytes> streams;
-  for (const StateStream& s : first.streams()) copies.emplace_back(s.bytes.begin(), s.bytes.end());
-  size_t k = 0;
-  for (const StateStream& s : first.streams()) streams.push_back({s.name, copies[k++]});
+  std::vector<StateStreamBuffer> streams;
+  for (const StateStream& s : first.streams()) {
+    const auto* bytes = reinterpret_cast<const std::uint8_t*>(s.bytes.data());
+    streams.push_back({s.name, std::vector<std::uint8_t>(bytes, bytes + s.bytes.size())});
+  }
+  // The compressed-KV and index-key buffers become the state's own: no second copy.
+  const std::uint8_t* first_kv = streams[0].bytes.data();
+  REQUIRE(streams[0].name.starts_with("kv.layer"));
   auto restored = SessionState::restore(model.text(), frontier, streams);
   INFO(restored.status().to_string());
   REQUIRE(restored.ok());
   CHECK(restored.value() == first);
+  const std::vector<StateStreamBuffer> kept = streams;  // copies, for the damaged cases below
+  CHECK(reinterpret_cast<const std::uint8_t*>(restored.value().streams()[0].bytes.data()) != first_kv);
+  auto moved = SessionState::restore(model.text(), frontier, std::move(streams));
+  REQUIRE(moved.ok());
+  CHECK(reinterpret_cast<const std::uint8_t*>(moved.value().streams()[0].bytes.data()) == first_kv);
+  streams = kept;
   REQUIRE(model.forward(restored.value(), std::span(ids).subspan(91)).ok());
   CHECK(restored.value() == uninterrupted);
 
   SECTION("a damaged frontier or stream is an error") {
     std::vector<std::byte> truncated(frontier.begin(), frontier.end() - 5);
     CHECK_FALSE(SessionState::restore(model.text(), truncated, streams).ok());
-    std::vector<StateStreamBytes> short_streams = streams;
-    short_streams[0].bytes = short_streams[0].bytes.first(short_streams[0].bytes.size() - 1);
+    std::vector<StateStreamBuffer> short_streams = streams;
+    short_streams[0].bytes.pop_back();
     CHECK_FALSE(SessionState::restore(model.text(), frontier, short_streams).ok());
     std::vector<std::byte> bad_magic = frontier;
     bad_magic[0] = std::byte{0};
