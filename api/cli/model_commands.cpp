@@ -231,7 +231,9 @@ void add_model_commands(CLI::App& app, Invocation& inv) {
 
   auto init = std::make_shared<InitCommand>();
   CLI::App* init_cmd = model->add_subcommand("init", "Write a deterministic random checkpoint in the release layout");
-  init_cmd->add_option("--preset", init->preset, "tiny or small-fullkv")->required()->check(CLI::IsMember({"tiny", "small-fullkv"}));
+  init_cmd->add_option("--preset", init->preset, "tiny, small-fullkv or wide (engine/config/presets.h)")
+      ->required()
+      ->check(CLI::IsMember(engine::preset_names()));
   init_cmd->add_option("--seed", init->seed, "Seed; the same seed gives the same bytes on every machine")->required();
   init_cmd->add_option("--out", init->out_dir, "Directory to create (must not exist or be empty)")->required();
   init_cmd->add_option("--format", init->format, "quantised (FP8 dense, FP4 experts, FP8 Engram) or plain (BF16/F32)")

@@ -155,14 +155,53 @@ ModelConfig small_fullkv() {
   return c;
 }
 
+// The release's attention, indexer, compressor and expert shapes on four layers: a window layer with
+// Engram, a ratio-2 KV writer, the ratio-1 candidate source and a reindex layer reading it; four
+// routed experts (top 2) + the shared one; no DSpark stages (each would be a release-width layer).
+// About 2.3 G parameters, 3.3 GB quantised, most of them the 129,280 x 5,120 embedding and head.
+ModelConfig wide() {
+  ModelConfig c = release_defaults();
+  TextConfig& t = c.text_config;
+  t.hidden_size = 5120;
+  t.moe_intermediate_size = 2304;
+  t.num_hidden_layers = 4;
+  t.num_attention_heads = 64;
+  t.head_dim = 512;
+  t.qk_rope_head_dim = 64;
+  t.q_lora_rank = 1280;
+  t.o_lora_rank = 1024;
+  t.o_groups = 8;
+  t.n_routed_experts = 4;
+  t.num_experts_per_tok = 2;
+  t.compress_ratios = {0, 2, 1, 1};
+  t.kv_source_layer_ids = {1, 2};
+  t.index_source_layer_ids = {1, 2, 3};
+  t.candidate_source_layer_id = 2;
+  t.candidate_topk_blocks = 2048;
+  t.candidate_block_size = 8;
+  t.index_n_heads = 32;
+  t.index_head_dim = 128;
+  t.index_topk = 512;
+  t.engram_layer_ids = {0};
+  t.engram_vocab_size = 1000;
+  t.engram_n_heads = 2;
+  t.engram_head_dim = 32;
+  set_engram_rows(t);
+  t.num_nextn_predict_layers = 0;
+  t.dspark_target_layer_ids = {};
+  small_vision(c.vision_config);
+  return c;
+}
+
 }  // namespace
 
-std::vector<std::string_view> preset_names() { return {"tiny", "small-fullkv"}; }
+std::vector<std::string_view> preset_names() { return {"tiny", "small-fullkv", "wide"}; }
 
 Result<ModelConfig> preset_config(std::string_view name, bool quantised) {
   ModelConfig config;
   if (name == "tiny") config = tiny();
   else if (name == "small-fullkv") config = small_fullkv();
+  else if (name == "wide") config = wide();
   else return make_error(ErrorCode::kInvalidArgument, "unknown preset '{}' (known: {})", name, fmt::join(preset_names(), ", "));
   if (quantised) config.quantization_config = QuantizationConfig{"fp8", "dynamic", {32, 32}, "ue8m0", "fp4"};
   Status valid = validate_model_config(config);

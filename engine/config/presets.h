@@ -10,6 +10,10 @@
 //   small-fullkv  the release's attention geometry (head_dim 512, rope 64, 128-d index keys, writers
 //                 2, 8, 14, 20 of 40 layers, the release's index sources and candidate settings), so its
 //                 compressed KV is exactly 890 B/token; everything else narrow.
+//   wide          the release's geometry at full width (hidden 5120, 64 heads x 512, 32 index heads x 128,
+//                 top-512, 2,048 candidate blocks of 8, experts 5120 x 2304) on four layers with four
+//                 routed experts and no DSpark stages: the code paths and kernel shapes the narrow
+//                 presets never reach, in about 3.3 GB.
 #pragma once
 
 #include "base/status.h"
