@@ -15,6 +15,7 @@
 #include "api/cli/process_memory.h"
 #include "api/cli/token_count.h"
 #include "engine/model/model.h"
+#include "engine/model/model_summary.h"
 #include "kernels/backend_registry.h"
 #include "kernels/cpu/machine_probe.h"
 
@@ -215,6 +216,14 @@ Status run_model_bench(const ModelBenchOptions& options, std::ostream& out) {
   const uint64_t resident_after_load = model->checkpoint().resident_bytes();
   const int64_t rss_after_load = proc_status_bytes("VmRSS:");
   ModelBench bench(*model, options, max_context + options.decode_steps);
+  // The decode roof: the weight bytes a generated token reads over the read bandwidth measured now,
+  // at the engine's thread count.
+  const double active_bytes = engine::count_parameters(model->config(), model->checkpoint().table()).active_decode_bytes;
+  kernels::cpu::BandwidthOptions bandwidth_options;
+  bandwidth_options.threads = model->n_threads();
+  HIPPO_ASSIGN_OR_RETURN(const kernels::cpu::BandwidthResult bandwidth, kernels::cpu::measure_memory_bandwidth(bandwidth_options));
+  const double roof_s = active_bytes / bandwidth.read_bytes_per_second;
+  auto roof_share = [&](const ContextResult& r) { return roof_s / (r.decode_s.median / static_cast<double>(options.decode_steps)); };
 
   // Warm-up: one prefill of the smallest context, at most 512 tokens, and the decode steps after it
   // (pages the weights in, starts the pool, grows the allocator).
@@ -257,6 +266,7 @@ Status run_model_bench(const ModelBenchOptions& options, std::ostream& out) {
           {"decode_s", spread_json(r.decode_s)},
           {"decode_tokens_per_s",
            spread_json({n_steps / r.decode_s.median, n_steps / r.decode_s.max, n_steps / r.decode_s.min})},
+          {"decode_roof_share", roof_share(r)},
           {"state_bytes", r.state_bytes},
           {"rss_bytes", r.rss_bytes},
           {"peak_rss_bytes", r.peak_rss_bytes},
@@ -275,6 +285,8 @@ Status run_model_bench(const ModelBenchOptions& options, std::ostream& out) {
         {"logical_cpus", machine.logical_cpus},
         {"load_average_at_start", start_load},
         {"backend", model->backend_name()},
+        {"active_decode_bytes", active_bytes},
+        {"read_bytes_per_second", bandwidth.read_bytes_per_second},
         {"threads", model->n_threads()},
         {"chunk_tokens", options.chunk},
         {"decode_steps", options.decode_steps},
@@ -311,16 +323,19 @@ Status run_model_bench(const ModelBenchOptions& options, std::ostream& out) {
   out << fmt::format("method   {} backend, threads {}; prefill through the encoder/decoder plan in chunks of {}; {} decode steps "
                      "after it; median of {} (min..max) after one warm-up of up to 512 tokens\n\n",
                      model->backend_name(), model->n_threads(), options.chunk, options.decode_steps, options.repetitions);
-  out << fmt::format("{:>8} | {:>10} {:>21} {:>9} | {:>10} {:>21} {:>9} | {:>9} {:>9} {:>6}\n", "context",
-                     "prefill/s", "(min..max)", "s", "decode/s", "(min..max)", "ms/token", "state MB", "RSS MB", "load");
+  out << fmt::format("roof     decode reads {:.1f} MB of weights per token; read bandwidth {:.1f} GB/s now: {:.2f} ms/token "
+                     "at best ('roof' = that / the measured time)\n\n",
+                     mb(static_cast<int64_t>(active_bytes)), bandwidth.read_bytes_per_second / 1e9, 1e3 * roof_s);
+  out << fmt::format("{:>8} | {:>10} {:>21} {:>9} | {:>10} {:>21} {:>9} {:>5} | {:>9} {:>9} {:>6}\n", "context",
+                     "prefill/s", "(min..max)", "s", "decode/s", "(min..max)", "ms/token", "roof", "state MB", "RSS MB", "load");
   for (const ContextResult& r : results) {
     const auto n = static_cast<double>(r.n_tokens);
-    out << fmt::format("{:>8} | {:>10.1f} {:>21} {:>9.3f} | {:>10.1f} {:>21} {:>9.2f} | {:>9.3f} {:>9.1f} {:>6.2f}\n",
+    out << fmt::format("{:>8} | {:>10.1f} {:>21} {:>9.3f} | {:>10.1f} {:>21} {:>9.2f} {:>4.0f}% | {:>9.3f} {:>9.1f} {:>6.2f}\n",
                        r.n_tokens, n / r.prefill_s.median,
                        fmt::format("({:.1f}..{:.1f})", n / r.prefill_s.max, n / r.prefill_s.min), r.prefill_s.median,
                        n_steps / r.decode_s.median,
                        fmt::format("({:.1f}..{:.1f})", n_steps / r.decode_s.max, n_steps / r.decode_s.min),
-                       1e3 * r.decode_s.median / n_steps, mb(r.state_bytes), mb(r.rss_bytes), r.load_average);
+                       1e3 * r.decode_s.median / n_steps, 100 * roof_share(r), mb(r.state_bytes), mb(r.rss_bytes), r.load_average);
   }
   if (plan) {
     const auto n = static_cast<double>(plan->n_tokens);

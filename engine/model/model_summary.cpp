@@ -29,6 +29,19 @@ ParameterCounts count_parameters(const ModelConfig& config, const TensorTable& t
   const int64_t engram_row_params = (t.engram_max_ngram_size - 1) * t.engram_n_heads * t.engram_head_dim;
   ParameterCounts counts;
   for (const TensorSpec& spec : table.tensors()) {
+    // The share of this tensor's bytes (its scales' too) that a generated token reads.
+    double read = 0;
+    switch (spec.component) {
+      case Component::kDspark:
+      case Component::kVision: break;
+      case Component::kEmbedding: read = 1.0 / static_cast<double>(spec.shape[0]); break;
+      case Component::kEngramTable:
+        read = static_cast<double>((t.engram_max_ngram_size - 1) * t.engram_n_heads) / static_cast<double>(spec.shape[0]);
+        break;
+      case Component::kRoutedExperts: read = static_cast<double>(t.num_experts_per_tok) / static_cast<double>(t.n_routed_experts); break;
+      default: read = 1; break;
+    }
+    if (spec.layer < t.num_hidden_layers) counts.active_decode_bytes += read * static_cast<double>(spec.n_bytes());
     const int64_t n = spec.n_params;
     if (n == 0) continue;
     counts.total += n;

@@ -15,6 +15,8 @@
 //                on every prompt token, plus that layer's attn_norm, compressor and index keys; the
 //                upper layers run on a bounded tail only and the head on the last token, so neither is
 //                counted per token.
+//   active bytes the stored bytes (scales included) of what is active per generated token: the decode
+//                roof of a machine is active bytes / read bandwidth per token.
 //   KV bytes     per token, only the KV writers store anything: (main + index entry) / ratio, with a
 //                main entry of head_dim/2 (E2M1) + head_dim/16 (E4M3 scale per 16) bytes and an index
 //                entry of index_head_dim/2 + index_head_dim/32 (UE8M0 per 32) bytes; 890 in the release.
@@ -38,6 +40,7 @@ struct ParameterCounts {
   int64_t vision = 0;
   int64_t active_decode = 0;
   int64_t active_prefill = 0;
+  double active_decode_bytes = 0;
   std::map<std::string, int64_t> by_component;  // component_name -> parameters
 };
 
