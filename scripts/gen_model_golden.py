@@ -9,7 +9,7 @@ form and a greedy continuation. The reference is GitHub-only code assembled outs
 the committed output file, never run this script.
 
     python scripts/gen_model_golden.py --reference OVERLAY --checkpoint DIR --out FILE.safetensors \\
-        [--prompts PROMPTS.json | --builtin-prompts] [--continue 32] [--top-k 8] [--probes 8]
+        [--prompts PROMPTS.json | --builtin-prompts [tiny|wide]] [--continue 32] [--top-k 8] [--probes 8]
     python scripts/gen_model_golden.py --reference OVERLAY --selftest WORKDIR
     python scripts/gen_model_golden.py --reference OVERLAY --checkpoint DIR --engram-map FILE.safetensors[.zst]
 
@@ -526,6 +526,13 @@ def builtin_prompts(tokenizer, vocab_size: int) -> list[dict]:
             {"name": "long4700", "ids": long_ids[:4700]}]
 
 
+def wide_prompts(tokenizer, vocab_size: int) -> list[dict]:
+    """For the release-width `wide` preset: chat14 and the first 800 ids of long4700 (past 512 ratio-1
+    entries, so the top-512 saturates; long4700 itself would need gigabytes of attention scores)."""
+    chat, _, long = builtin_prompts(tokenizer, vocab_size)
+    return [chat, {"name": "mixed800", "ids": long["ids"][:800]}]
+
+
 def generate(args) -> None:
     import torch
     from safetensors.torch import save_file
@@ -541,7 +548,7 @@ def generate(args) -> None:
             if "ids" not in p:
                 p["ids"] = tokenizer(p["text"], add_special_tokens=False)["input_ids"]
     else:
-        prompts = builtin_prompts(tokenizer, vocab)
+        prompts = (wide_prompts if args.builtin_prompts == "wide" else builtin_prompts)(tokenizer, vocab)
     if args.only:
         wanted = args.only.split(",")
         prompts = [p for p in prompts if p["name"] in wanted]
@@ -826,8 +833,9 @@ def main() -> None:
     parser.add_argument("--checkpoint", help="checkpoint directory in the release layout")
     parser.add_argument("--out", help="golden output file (.safetensors)")
     parser.add_argument("--prompts", help='JSON list of {"name": ..., "ids": [...]} or {"name", "text"}')
-    parser.add_argument("--builtin-prompts", action="store_true",
-                        help="the three built-in prompts (default when --prompts is not given)")
+    parser.add_argument("--builtin-prompts", nargs="?", const="tiny", choices=["tiny", "wide"],
+                        help="the built-in prompts: the three of tiny (the default when --prompts is not "
+                             "given), or wide's two (chat14, mixed800)")
     parser.add_argument("--only", help="comma-separated prompt names to keep (e.g. chat14,paragraph)")
     parser.add_argument("--continue", dest="continue_tokens", type=int, default=32)
     parser.add_argument("--top-k", type=int, default=8)

@@ -1,16 +1,19 @@
 // The forward pass against golden data from Hugging Face transformers' DeepseekV41ForCausalLM
 // (scripts/gen_model_golden.py; docs/reference-model.md): logits at every prompt position (on the
 // stored top-K ids, the log-sum-exp and fixed probe ids) and a greedy continuation, for the plain and
-// the quantised `tiny` checkpoint that `model init` writes from the golden file's seed (its shards'
-// sha256 must equal the ones the reference read).
+// the quantised checkpoints that `model init` writes from each golden file's preset and seed (its
+// shards' sha256 must equal the ones the reference read): `tiny`, and `wide` (the release's geometry
+// at full width: head_dim 512 entries, top-512 saturated, 2,048 candidate blocks, reindex over
+// hundreds of candidates; [.long], minutes).
 //
 // Tolerance (docs/engine.md, "Agreement with the reference"). Both sides compute in fp32 with the
 // same dequantised weights and differ only in summation order, which moves values by ulps. Where
 // such a difference lands on the other side of a QAT rounding boundary or reorders a near-tie of an
 // indexer top-k, that one decision flips and the logits at that position move by up to ~0.1; torch
-// run against itself (one-shot vs cached prefill) shows the same isolated flips. So:
+// run against itself (one-shot vs cached prefill) shows the same isolated flips. So, per golden file
+// (Criteria below):
 //   - every position of the short prompts, and at least 98% of the positions of the long one,
-//     within kTolerance = 1e-3; the rest (flips) within kFlipBound;
+//     within the tolerance; the rest (flips) within the flip bound;
 //   - top-1 identical at every position, except where the reference's top-1/top-2 margin is
 //     smaller than twice that position's difference (a flip can explain the swap);
 //   - the greedy continuation's 32 tokens identical (each step fed the reference's previous token).
@@ -35,11 +38,21 @@
 namespace hippo::engine {
 namespace {
 
-constexpr double kTolerance = 1e-3;
-constexpr double kFlipBound = 0.25;
 constexpr double kMaxFlipFraction = 0.02;
 constexpr int64_t kShortPrompt = 512;  // prompts up to this length allow no flip
-const char* kGoldenFile = "golden/tiny-seed1.safetensors";
+
+struct Criteria {
+  double tolerance = 0;   // a position within it agrees
+  double flip_bound = 0;  // no position beyond it
+  bool exact_greedy = true;  // else a greedy token may differ where the reference's top-2 margin allows
+};
+// tiny: 1e-3 (measured: 98% of positions within 1e-3, flips up to 0.14).
+constexpr Criteria kTiny{1e-3, 0.25, true};
+// wide sums 5,120-wide and 64 x 512-wide products, ~100x the terms of tiny's, so its summation-order
+// noise is larger (measured: median 1.5e-3 before the top-512 saturates, 1e-2 after it), and the
+// reference's own one-shot and cached prefills differ by up to 1.5e-2 once it saturates (the golden
+// file's metadata); QAT flips reach 0.56 (docs/engine.md, "Agreement with the reference").
+constexpr Criteria kWide{2e-2, 1.0, false};
 
 struct GoldenPrompt {
   std::string name;
@@ -72,56 +85,53 @@ std::vector<T> tensor(const SafetensorsFile& file, const std::string& name, std:
   return {};
 }
 
-const Golden& golden() {
-  static const Golden g = [] {
-    Golden out;
-    const std::string path = testing::test_data(kGoldenFile);
-    auto file = SafetensorsFile::open(path);
-    INFO(file.status().to_string());
-    REQUIRE(file.ok());
-    // The metadata: the header's __metadata__.hippo_golden, a JSON string.
-    const auto bytes = file->file().bytes();
-    uint64_t header_size = 0;
-    std::memcpy(&header_size, bytes.data(), 8);
-    const std::string_view header(reinterpret_cast<const char*>(bytes.data()) + 8, header_size);
-    const boost::json::value meta = boost::json::parse(boost::json::parse(header).at("__metadata__").at("hippo_golden").as_string());
-    // "hippo model init --preset tiny --seed 1 --format plain": the checkpoint the tests rebuild.
-    const std::string made_by(meta.at("checkpoint").at("made_by").as_string());
-    std::istringstream words(made_by);
-    for (std::string word; words >> word;) {
-      if (word == "--preset") words >> out.preset;
-      if (word == "--seed") words >> out.seed;
+Golden read_golden(const std::string& golden_file) {
+  Golden out;
+  const std::string path = testing::test_data(golden_file);
+  auto file = SafetensorsFile::open(path);
+  INFO(file.status().to_string());
+  REQUIRE(file.ok());
+  // The metadata: the header's __metadata__.hippo_golden, a JSON string.
+  const auto bytes = file->file().bytes();
+  uint64_t header_size = 0;
+  std::memcpy(&header_size, bytes.data(), 8);
+  const std::string_view header(reinterpret_cast<const char*>(bytes.data()) + 8, header_size);
+  const boost::json::value meta = boost::json::parse(boost::json::parse(header).at("__metadata__").at("hippo_golden").as_string());
+  // "hippo model init --preset tiny --seed 1 --format plain": the checkpoint the tests rebuild.
+  const std::string made_by(meta.at("checkpoint").at("made_by").as_string());
+  std::istringstream words(made_by);
+  for (std::string word; words >> word;) {
+    if (word == "--preset") words >> out.preset;
+    if (word == "--seed") words >> out.seed;
+  }
+  REQUIRE(!out.preset.empty());
+  for (const auto& [shard, digest] : meta.at("checkpoint").at("load").at("shards").as_object()) {
+    out.shard_sha256[std::string(shard)] = std::string(digest.as_string());
+  }
+  const auto& prompts = meta.at("prompts").as_array();
+  for (size_t i = 0; i < prompts.size(); ++i) {
+    GoldenPrompt p;
+    const std::string key = fmt::format("p{}.", i);
+    const auto& info = prompts[i].as_object();
+    p.name = std::string(info.at("name").as_string());
+    p.ids = tensor<int32_t>(*file, key + "ids");
+    std::vector<int64_t> shape;
+    p.top_ids = tensor<int32_t>(*file, key + "top_ids", &shape);
+    p.k = shape[1];
+    p.top_logits = tensor<float>(*file, key + "top_logits");
+    p.lse = tensor<float>(*file, key + "lse");
+    p.probe_logits = tensor<float>(*file, key + "probe_logits", &shape);
+    p.j = shape[1];
+    p.greedy_ids = tensor<int32_t>(*file, key + "greedy_ids");
+    p.greedy_top_ids = tensor<int32_t>(*file, key + "greedy_top_ids");
+    p.greedy_top_logits = tensor<float>(*file, key + "greedy_top_logits");
+    p.greedy_lse = tensor<float>(*file, key + "greedy_lse");
+    if (const auto* u = info.if_contains("first_unstable_position"); u != nullptr && !u->is_null()) {
+      p.first_unstable = u->to_number<int64_t>();
     }
-    REQUIRE(!out.preset.empty());
-    for (const auto& [shard, digest] : meta.at("checkpoint").at("load").at("shards").as_object()) {
-      out.shard_sha256[std::string(shard)] = std::string(digest.as_string());
-    }
-    const auto& prompts = meta.at("prompts").as_array();
-    for (size_t i = 0; i < prompts.size(); ++i) {
-      GoldenPrompt p;
-      const std::string key = fmt::format("p{}.", i);
-      const auto& info = prompts[i].as_object();
-      p.name = std::string(info.at("name").as_string());
-      p.ids = tensor<int32_t>(*file, key + "ids");
-      std::vector<int64_t> shape;
-      p.top_ids = tensor<int32_t>(*file, key + "top_ids", &shape);
-      p.k = shape[1];
-      p.top_logits = tensor<float>(*file, key + "top_logits");
-      p.lse = tensor<float>(*file, key + "lse");
-      p.probe_logits = tensor<float>(*file, key + "probe_logits", &shape);
-      p.j = shape[1];
-      p.greedy_ids = tensor<int32_t>(*file, key + "greedy_ids");
-      p.greedy_top_ids = tensor<int32_t>(*file, key + "greedy_top_ids");
-      p.greedy_top_logits = tensor<float>(*file, key + "greedy_top_logits");
-      p.greedy_lse = tensor<float>(*file, key + "greedy_lse");
-      if (const auto* u = info.if_contains("first_unstable_position"); u != nullptr && !u->is_null()) {
-        p.first_unstable = u->to_number<int64_t>();
-      }
-      out.prompts.push_back(std::move(p));
-    }
-    return out;
-  }();
-  return g;
+    out.prompts.push_back(std::move(p));
+  }
+  return out;
 }
 
 std::string sha256_of_file(const std::string& path) {
@@ -153,8 +163,8 @@ double compare_position(const float* logits, int64_t vocab, const int32_t* top_i
   return worst;
 }
 
-void check_against_golden(bool quantised) {
-  const Golden& g = golden();
+void check_against_golden(const std::string& file, const Criteria& criteria, bool quantised) {
+  const Golden g = read_golden(file);
   testing::TempDir dir;
   const std::string model_dir = testing::init_preset(dir, g.preset, quantised, g.seed);
   if (!quantised) {  // the golden file must describe exactly the weights `model init` writes today
@@ -185,8 +195,8 @@ void check_against_golden(bool quantised) {
                                         &p.top_logits[static_cast<size_t>(pos * p.k)], p.k, p.lse[static_cast<size_t>(pos)],
                                         &p.probe_logits[static_cast<size_t>(pos * p.j)], p.j, pos);
       INFO(p.name << " position " << pos << " max |d| " << d);
-      CHECK(d <= kFlipBound);
-      if (d > kTolerance) {
+      CHECK(d <= criteria.flip_bound);
+      if (d > criteria.tolerance) {
         ++flips;
         worst_flip = std::max(worst_flip, d);
       } else {
@@ -194,7 +204,7 @@ void check_against_golden(bool quantised) {
       }
       const float margin = p.top_logits[static_cast<size_t>(pos * p.k)] - p.top_logits[static_cast<size_t>(pos * p.k + 1)];
       if (argmax(std::span(row, static_cast<size_t>(vocab))) != p.top_ids[static_cast<size_t>(pos * p.k)]) {
-        CHECK(margin <= 2 * std::max(d, kTolerance));
+        CHECK(margin <= 2 * std::max(d, criteria.tolerance));
         ++explained_swaps;
       }
     }
@@ -207,14 +217,18 @@ void check_against_golden(bool quantised) {
                                         &p.greedy_top_logits[n * static_cast<size_t>(p.k)], p.k, p.greedy_lse[n],
                                         nullptr, 0, 0);
       INFO(p.name << " greedy step " << n << " max |d| " << d);
-      CHECK(argmax(next) == p.greedy_ids[n]);
-      CHECK(d <= kFlipBound);
-      if (d > kTolerance) ++flips;
+      if (criteria.exact_greedy || argmax(next) != p.greedy_ids[n]) {
+        const float margin = p.greedy_top_logits[n * static_cast<size_t>(p.k)] - p.greedy_top_logits[n * static_cast<size_t>(p.k) + 1];
+        INFO("the reference's top-2 margin " << margin);
+        CHECK((criteria.exact_greedy ? argmax(next) == p.greedy_ids[n] : margin <= 2 * std::max(d, criteria.tolerance)));
+      }
+      CHECK(d <= criteria.flip_bound);
+      if (d > criteria.tolerance) ++flips;
       worst_decode = std::max(worst_decode, d);
     }
     const int64_t compared = s + static_cast<int64_t>(p.greedy_ids.size());
     std::cout << (quantised ? "quantised " : "plain     ") << p.name << ": " << s << " positions + "
-              << p.greedy_ids.size() << " greedy steps; within 1e-3: max |d| " << worst << "; flips " << flips
+              << p.greedy_ids.size() << " greedy steps; within " << criteria.tolerance << ": max |d| " << worst << "; flips " << flips
               << " (max |d| " << worst_flip << "), top-1 swaps " << explained_swaps << ", greedy max |d| "
               << worst_decode << "; the reference's own first unstable position: "
               << (p.first_unstable ? std::to_string(*p.first_unstable) : std::string("none")) << "\n";
@@ -227,9 +241,21 @@ void check_against_golden(bool quantised) {
   }
 }
 
-TEST_CASE("tiny plain checkpoint matches the reference's logits", "[model][golden]") { check_against_golden(false); }
+TEST_CASE("tiny plain checkpoint matches the reference's logits", "[model][golden]") {
+  check_against_golden("golden/tiny-seed1.safetensors", kTiny, false);
+}
 
-TEST_CASE("tiny quantised checkpoint matches the reference's logits", "[model][golden]") { check_against_golden(true); }
+TEST_CASE("tiny quantised checkpoint matches the reference's logits", "[model][golden]") {
+  check_against_golden("golden/tiny-seed1.safetensors", kTiny, true);
+}
+
+TEST_CASE("wide plain checkpoint matches the reference's logits", "[.long][model][golden]") {
+  check_against_golden("golden/wide-seed1.safetensors", kWide, false);
+}
+
+TEST_CASE("wide quantised checkpoint matches the reference's logits", "[.long][model][golden]") {
+  check_against_golden("golden/wide-seed1.safetensors", kWide, true);
+}
 
 }  // namespace
 }  // namespace hippo::engine
