@@ -1,0 +1,70 @@
+// tiny at a 262,144-token context: the prefill (encoder/decoder plan) reaches the end, the session's
+// memory is what growth_bytes() promises, and a snapshot of it restores and decodes exactly as the
+// uninterrupted session does. Minutes on two cores, so it is [.long], in its own CTest entry outside
+// the default run (docs/ARCHITECTURE.md, "Tests"); its speed is `hippo bench model --contexts 32768,262144`.
+#include "engine/model/model.h"
+#include "tests/engine/test_paths.h"
+
+#include <catch2/catch.hpp>
+
+#include <algorithm>
+#include <cmath>
+#include <iostream>
+
+namespace hippo::engine {
+namespace {
+
+using testing::TempDir;
+
+// Greedy tokens after the state's last one, each fed back.
+std::vector<int32_t> greedy(Model& model, SessionState& state, int n) {
+  std::vector<int32_t> out;
+  for (int i = 0; i < n; ++i) {
+    const std::vector<float>& logits = state.next_logits();
+    const auto best = static_cast<int32_t>(std::max_element(logits.begin(), logits.end()) - logits.begin());
+    out.push_back(best);
+    REQUIRE(model.forward(state, std::span(&out.back(), 1)).ok());
+  }
+  return out;
+}
+
+TEST_CASE("tiny prefills 262,144 tokens, snapshots, restores and decodes exactly", "[.long][model]") {
+  TempDir dir;
+  ModelOptions options;
+  options.n_threads = 0;
+  auto loaded = Model::load(testing::init_preset(dir, "tiny", true, 1), options);
+  REQUIRE(loaded.ok());
+  Model& model = **loaded;
+  constexpr int64_t kTokens = int64_t{1} << 18;
+  std::vector<int32_t> ids(static_cast<size_t>(kTokens));
+  for (int64_t i = 0; i < kTokens; ++i) ids[static_cast<size_t>(i)] = static_cast<int32_t>((i * 7919 + (i / 4099) * 104729 + 13) % 120000);
+
+  SessionState state = model.new_session();
+  PrefillOptions prefill;
+  prefill.progress = [](int64_t done, int64_t total) {
+    if (done % 16384 == 0 || done == total) std::cerr << "prefill " << done << "/" << total << "\n";
+  };
+  REQUIRE(model.prefill(state, ids, prefill).ok());
+  REQUIRE(state.n_tokens() == kTokens);
+  for (float x : state.next_logits()) REQUIRE(std::isfinite(x));
+  CHECK(state.memory_bytes() <= model.new_session().memory_bytes() + SessionState::growth_bytes(model.text(), kTokens) +
+                                    SessionState::logits_bytes(model.text()));
+
+  // The snapshot's bytes, as the store hands them back.
+  const std::vector<std::byte> frontier = state.frontier();
+  std::vector<StateStreamBuffer> streams;
+  for (const StateStream& s : state.streams()) {
+    const auto* bytes = reinterpret_cast<const std::uint8_t*>(s.bytes.data());
+    streams.push_back({s.name, std::vector<std::uint8_t>(bytes, bytes + s.bytes.size())});
+  }
+  auto restored = SessionState::restore(model.text(), frontier, std::move(streams));
+  REQUIRE(restored.ok());
+  CHECK(*restored == state);
+
+  const std::vector<int32_t> uninterrupted = greedy(model, state, 8);
+  CHECK(greedy(model, *restored, 8) == uninterrupted);
+  CHECK(*restored == state);
+}
+
+}  // namespace
+}  // namespace hippo::engine
