@@ -9,6 +9,8 @@
 #include <boost/json/serialize.hpp>
 #include <catch2/catch.hpp>
 
+#include <set>
+
 using namespace hippo::engine;
 using hippo::engine::testing::read_file;
 using hippo::engine::testing::test_data;
@@ -187,5 +189,24 @@ TEST_CASE("the tiny preset keeps every structural feature of the release", "[con
   CHECK(t.num_experts_per_tok < t.n_routed_experts);
   CHECK(t.n_shared_experts == 1);
   CHECK(t.num_nextn_predict_layers == 3);
-  CHECK(preset_config("huge", true).status().message() == "unknown preset 'huge' (known: tiny, small-fullkv)");
+  CHECK(preset_config("huge", true).status().message() == "unknown preset 'huge' (known: tiny, small-fullkv, wide)");
+}
+
+TEST_CASE("the wide preset has the release's attention, indexer, compressor and expert shapes", "[config]") {
+  auto wide = preset_config("wide", true);
+  REQUIRE(wide.ok());
+  auto release = load_model_config(kOfficial);
+  REQUIRE(release.ok());
+  const TextConfig& w = wide->text_config;
+  const TextConfig& r = release->text_config;
+  for (auto field : {&TextConfig::hidden_size, &TextConfig::moe_intermediate_size, &TextConfig::num_attention_heads,
+                     &TextConfig::head_dim, &TextConfig::qk_rope_head_dim, &TextConfig::q_lora_rank,
+                     &TextConfig::o_lora_rank, &TextConfig::o_groups, &TextConfig::index_n_heads,
+                     &TextConfig::index_head_dim, &TextConfig::index_topk, &TextConfig::candidate_topk_blocks,
+                     &TextConfig::candidate_block_size, &TextConfig::sliding_window})
+    CHECK(w.*field == r.*field);
+  std::set<int64_t> ratios(w.compress_ratios.begin(), w.compress_ratios.end());
+  CHECK(ratios == std::set<int64_t>{0, 1, 2});
+  CHECK(w.n_routed_experts < r.n_routed_experts);
+  CHECK(w.num_hidden_layers == 4);
 }
