@@ -22,25 +22,47 @@ void attention(const AttentionArgs& a, ThreadPool& pool) {
     if (a.selected_offset != nullptr) max_selected = std::max(max_selected, a.selected_offset[i + 1] - a.selected_offset[i]);
   }
   const std::int64_t stride = max_window + max_selected;  // a row's keys at most
+  // One row's heads h0 .. h1: scores, softmax with the sink, weighted sum. selected_t holds the row's
+  // selected entries transposed, rows its window keys then its selected entries.
+  auto attend_heads = [&](std::int64_t i, std::int64_t h0, std::int64_t h1, const float* selected_t,
+                          const float* const* rows, float* probs) {
+    const std::int64_t first = a.window_first[i], n_window = a.window_count[i];
+    const std::int64_t n_selected = a.selected_offset != nullptr ? a.selected_offset[i + 1] - a.selected_offset[i] : 0;
+    const float* q = a.q + (i * H + h0) * D;
+    transposed_scores(q, h1 - h0, D, keys_t.data() + first, a.n_keys, n_window, D, probs, stride);
+    if (n_selected > 0) transposed_scores(q, h1 - h0, D, selected_t, n_selected, n_selected, D, probs + n_window, stride);
+    softmax_with_sink(probs, h1 - h0, stride, n_window + n_selected, a.scale, a.sinks + h0);
+    weighted_rows(probs, h1 - h0, stride, rows, n_window + n_selected, D, a.out + (i * H + h0) * D, D);
+  };
+  auto gather_row = [&](std::int64_t i, std::vector<float>& selected_t, std::vector<const float*>& rows) {
+    const std::int64_t first = a.window_first[i], n_window = a.window_count[i];
+    std::copy_n(a.keys + first, n_window, rows.begin());
+    if (a.selected_offset == nullptr) return;
+    const std::int64_t n_selected = a.selected_offset[i + 1] - a.selected_offset[i];
+    std::copy_n(a.selected + a.selected_offset[i], n_selected, rows.begin() + n_window);
+    transpose_rows(rows.data() + n_window, n_selected, D, selected_t.data(), n_selected);
+  };
+  // Fewer rows than threads (a decode step): the row's heads are split across the threads instead.
+  // Every element is the same chain either way (attention_ops.h), so the bits do not change.
+  if (a.rows < pool.size()) {
+    std::vector<float> selected_t(static_cast<size_t>(D * max_selected));
+    std::vector<const float*> rows(static_cast<size_t>(stride));
+    for (std::int64_t i = 0; i < a.rows; ++i) {
+      gather_row(i, selected_t, rows);
+      pool.parallel_for(H, [&](std::int64_t h0, std::int64_t h1) {
+        std::vector<float> probs(static_cast<size_t>((h1 - h0) * stride));
+        attend_heads(i, h0, h1, selected_t.data(), rows.data(), probs.data());
+      });
+    }
+    return;
+  }
   pool.parallel_for(a.rows, [&](std::int64_t begin, std::int64_t end) {
-    std::vector<float> probs(static_cast<size_t>(H * stride));                // [H][stride]: scores, then probabilities
-    std::vector<float> selected_t(static_cast<size_t>(D * max_selected));    // [D][selected]
+    std::vector<float> probs(static_cast<size_t>(H * stride));              // [H][stride]: scores, then probabilities
+    std::vector<float> selected_t(static_cast<size_t>(D * max_selected));  // [D][selected]
     std::vector<const float*> rows(static_cast<size_t>(stride));
     for (std::int64_t i = begin; i < end; ++i) {
-      const float* q = a.q + i * H * D;
-      const std::int64_t first = a.window_first[i], n_window = a.window_count[i];
-      transposed_scores(q, H, D, keys_t.data() + first, a.n_keys, n_window, D, probs.data(), stride);
-      std::copy_n(a.keys + first, n_window, rows.begin());
-      std::int64_t n_selected = 0;
-      if (a.selected_offset != nullptr) {
-        n_selected = a.selected_offset[i + 1] - a.selected_offset[i];
-        std::copy_n(a.selected + a.selected_offset[i], n_selected, rows.begin() + n_window);
-        transpose_rows(rows.data() + n_window, n_selected, D, selected_t.data(), n_selected);
-        transposed_scores(q, H, D, selected_t.data(), n_selected, n_selected, D, probs.data() + n_window, stride);
-      }
-      const std::int64_t n_attended = n_window + n_selected;
-      softmax_with_sink(probs.data(), H, stride, n_attended, a.scale, a.sinks);
-      weighted_rows(probs.data(), H, stride, rows.data(), n_attended, D, a.out + i * H * D, D);
+      gather_row(i, selected_t, rows);
+      attend_heads(i, 0, H, selected_t.data(), rows.data(), probs.data());
     }
   });
 }
