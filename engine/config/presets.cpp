@@ -72,6 +72,15 @@ void set_engram_rows(TextConfig& t) {
   }
 }
 
+// Engram at `layers` with small tables (1,000-row n-gram vocabulary, 2 heads x 32).
+void small_engram(TextConfig& t, std::vector<int64_t> layers) {
+  t.engram_layer_ids = std::move(layers);
+  t.engram_vocab_size = 1000;
+  t.engram_n_heads = 2;
+  t.engram_head_dim = 32;
+  set_engram_rows(t);
+}
+
 void small_vision(VisionConfig& v) {
   v.num_hidden_layers = 2;
   v.hidden_size = 32;
@@ -104,11 +113,7 @@ ModelConfig tiny() {
   t.index_n_heads = 8;  // >= 8: fewer exact index-score ties, so the reference agrees with itself (docs/reference-model.md)
   t.index_head_dim = 32;
   t.index_topk = 16;
-  t.engram_layer_ids = {1, 4};
-  t.engram_vocab_size = 1000;
-  t.engram_n_heads = 2;
-  t.engram_head_dim = 32;
-  set_engram_rows(t);
+  small_engram(t, {1, 4});
   t.dspark_target_layer_ids = {9, 10, 11};
   t.dspark_markov_rank = 8;
   t.dspark_n_routed_experts = 4;
@@ -142,11 +147,7 @@ ModelConfig small_fullkv() {
   t.index_n_heads = 4;
   t.index_head_dim = 128;
   t.index_topk = 512;
-  t.engram_layer_ids = {1, 14};
-  t.engram_vocab_size = 1000;
-  t.engram_n_heads = 2;
-  t.engram_head_dim = 32;
-  set_engram_rows(t);
+  small_engram(t, {1, 14});
   t.dspark_target_layer_ids = {37, 38, 39};
   t.dspark_markov_rank = 8;
   t.dspark_n_routed_experts = 4;
@@ -182,11 +183,7 @@ ModelConfig wide() {
   t.index_n_heads = 32;
   t.index_head_dim = 128;
   t.index_topk = 512;
-  t.engram_layer_ids = {0};
-  t.engram_vocab_size = 1000;
-  t.engram_n_heads = 2;
-  t.engram_head_dim = 32;
-  set_engram_rows(t);
+  small_engram(t, {0});
   t.num_nextn_predict_layers = 0;
   t.dspark_target_layer_ids = {};
   small_vision(c.vision_config);
