@@ -45,6 +45,11 @@ Status check_backend(const kernels::Backend& backend, const ModelWeights& w) {
     if (view.data == nullptr || backend.supports(view.format)) return Status::ok_status();
     return refuse(fmt::format("linear op for weight format '{}', which {} needs", kernels::weight_format_name(view.format), tensor));
   };
+  auto check_table = [&](const kernels::RowTable& table, std::string_view what) -> Status {
+    if (backend.supports(table.format)) return Status::ok_status();
+    return refuse(fmt::format("gather op for table format '{}', which {} needs", kernels::table_format_name(table.format), what));
+  };
+  HIPPO_RETURN_IF_ERROR(check_table(w.embed, "the embedding"));
   HIPPO_RETURN_IF_ERROR(check(w.head, "the head"));
   for (size_t l = 0; l < w.layers.size(); ++l) {
     const LayerWeights& lw = w.layers[l];
@@ -58,11 +63,8 @@ Status check_backend(const kernels::Backend& backend, const ModelWeights& w) {
     if (lw.has_shared_expert)
       for (const kernels::WeightView* view : {&lw.shared_expert.w1, &lw.shared_expert.w2, &lw.shared_expert.w3})
         HIPPO_RETURN_IF_ERROR(check(*view, at + "'s shared expert"));
-    if (lw.has_engram && !backend.supports(lw.engram.table.format))
-      return refuse(fmt::format("gather op for table format '{}', which {}'s Engram table needs",
-                                kernels::table_format_name(lw.engram.table.format), at));
+    if (lw.has_engram) HIPPO_RETURN_IF_ERROR(check_table(lw.engram.table, at + "'s Engram table"));
   }
-  if (!backend.supports(kernels::TableFormat::kBF16)) return refuse("gather op for table format 'bf16', which the embedding needs");
   return Status::ok_status();
 }
 
