@@ -8,6 +8,21 @@
 namespace hippo::kernels::cpu {
 namespace {
 
+// The encoder and decoder of one entry format (kv_entries.h).
+struct EntryCodec {
+  void (*encode)(const float* x, std::int64_t dim, std::uint8_t* out);
+  void (*decode)(const std::uint8_t* in, std::int64_t dim, float* x);
+};
+
+EntryCodec entry_codec(KvFormat format) {
+  switch (format) {
+    case KvFormat::kWindow: return {encode_window_entry, decode_window_entry};
+    case KvFormat::kCompressed: return {encode_compressed_entry, decode_compressed_entry};
+    case KvFormat::kIndex: return {encode_index_entry, decode_index_entry};
+  }
+  return {};
+}
+
 class CpuBackend final : public Backend {
  public:
   explicit CpuBackend(int threads) : pool_(threads) {}
@@ -44,23 +59,13 @@ class CpuBackend final : public Backend {
 
   void kv_encode(KvFormat format, const float* x, std::int64_t rows, std::int64_t dim, std::uint8_t* entries) override {
     const std::int64_t bytes = kv_entry_bytes(format, dim);
-    for (std::int64_t r = 0; r < rows; ++r) {
-      switch (format) {
-        case KvFormat::kWindow: encode_window_entry(x + r * dim, dim, entries + r * bytes); break;
-        case KvFormat::kCompressed: encode_compressed_entry(x + r * dim, dim, entries + r * bytes); break;
-        case KvFormat::kIndex: encode_index_entry(x + r * dim, dim, entries + r * bytes); break;
-      }
-    }
+    const auto encode = entry_codec(format).encode;
+    for (std::int64_t r = 0; r < rows; ++r) encode(x + r * dim, dim, entries + r * bytes);
   }
   void kv_decode(KvFormat format, const std::uint8_t* entries, std::int64_t rows, std::int64_t dim, float* x) override {
     const std::int64_t bytes = kv_entry_bytes(format, dim);
-    for (std::int64_t r = 0; r < rows; ++r) {
-      switch (format) {
-        case KvFormat::kWindow: decode_window_entry(entries + r * bytes, dim, x + r * dim); break;
-        case KvFormat::kCompressed: decode_compressed_entry(entries + r * bytes, dim, x + r * dim); break;
-        case KvFormat::kIndex: decode_index_entry(entries + r * bytes, dim, x + r * dim); break;
-      }
-    }
+    const auto decode = entry_codec(format).decode;
+    for (std::int64_t r = 0; r < rows; ++r) decode(entries + r * bytes, dim, x + r * dim);
   }
   void fp4_round_trip(float* x, std::int64_t rows, std::int64_t dim) override {
     for (std::int64_t r = 0; r < rows; ++r) fp4_ue8m0_round_trip(x + r * dim, dim);
