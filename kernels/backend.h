@@ -10,8 +10,9 @@
 // split into calls, or the thread count), so a chunked prefill equals a one-shot one and a batch of
 // sessions equals each session alone.
 //
-// Buffers are host memory here (the CPU backends read and write the caller's arrays); a device
-// backend is expected to add its own buffer ownership behind this same table.
+// Buffers are host memory here (the CPU backends read and write the caller's arrays), except the
+// model's weights, which a device backend keeps a copy of from load on (keep_weight); a device
+// backend stages everything else per op for now (kernels/cuda/cuda_backend.h).
 #pragma once
 
 #include "kernels/kv_entry_formats.h"
@@ -149,6 +150,15 @@ class Backend {
   // Which weight formats kLinear reads, which table formats kGatherRows reads.
   virtual bool supports(WeightFormat format) const = 0;
   virtual bool supports(TableFormat format) const = 0;
+
+  // The model's weight `w`, whose bytes stay unchanged while the backend lives (Model::load calls it
+  // for every matrix it will pass to linear). A device backend uploads it once and from then on
+  // reads its own copy for any view inside those bytes; a host backend reads the bytes in place and
+  // has nothing to do. Views never kept are read where they are, every call.
+  virtual Status keep_weight(const WeightView& w) {
+    static_cast<void>(w);
+    return Status::ok_status();
+  }
 
   // kLinear: y [m, w.rows] = x [m, w.cols] · Wᵀ; linear_rows writes row i of y to y_rows[i]. The view
   // is validated (WeightView::validate).

@@ -15,10 +15,12 @@ namespace hippo::kernels {
 inline constexpr const char* kDefaultBackend = "cpu";
 
 // "cpu" (kernels/cpu: SIMD per instruction set, multithreaded; the default) and "ref" (kernels/ref:
-// the scalar twins, reductions in double; slow, for checks), in that order.
+// the scalar twins, reductions in double; slow, for checks), in that order; then "cuda" in a build
+// with the CUDA kernels (the `cuda` preset), whether or not this machine has a GPU.
 std::vector<std::string> backend_names();
 
-// threads: 0 means one per logical CPU (a backend without threads ignores it). An unknown name is
+// threads: 0 means one per logical CPU (a backend without threads ignores it). "cuda:N" names GPU N
+// ("cuda" is "cuda:0"); where it is missing, the error (kUnavailable) says why. An unknown name is
 // an error that lists the known ones.
 Result<std::unique_ptr<Backend>> make_backend(const std::string& name, int threads = 0);
 

@@ -2,7 +2,7 @@
 // measures the physical limits that every other benchmark is stated against.
 #include "api/cli/cli.h"
 #include "kernels/cpu/machine_probe.h"
-#ifdef HIPPO_HAVE_CUDA
+#ifdef HIPPO_HAVE_GPU
 #include "kernels/cuda/bandwidth_probe.h"
 #endif
 
@@ -55,7 +55,7 @@ Status run_machine_bench(const MachineBenchOptions& options, std::ostream& out) 
   out << fmt::format("triad bw       {:.2f} GB/s\n", bandwidth.triad_bytes_per_second / 1e9);
   out << fmt::format("fp32 fma peak  {:.1f} GFLOP/s  ({}, {} threads)\n", fma.flops_per_second / 1e9, fma.isa,
                      fma.threads);
-#ifdef HIPPO_HAVE_CUDA
+#ifdef HIPPO_HAVE_GPU
   const auto gpu = kernels::cuda::measure_device_bandwidth(std::size_t{1} << 30, options.repetitions);
   if (gpu.ok)
     out << fmt::format("gpu triad bw   {:.1f} GB/s  ({})\n", gpu.triad_bytes_per_second / 1e9, gpu.device_name);

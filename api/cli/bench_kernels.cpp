@@ -24,6 +24,9 @@
 #include "kernels/cpu/linear.h"
 #include "kernels/cpu/machine_probe.h"
 #include "kernels/cpu/thread_pool.h"
+#ifdef HIPPO_HAVE_GPU
+#include "kernels/cuda/linear_timing.h"
+#endif
 #include "kernels/ref/linear_ref.h"
 #include "kernels/weight_view.h"
 
@@ -68,6 +71,7 @@ struct KernelsBenchOptions {
   int copies = 0;                 // copies of W rotated; 0: enough to exceed 4x the L3
   std::size_t bandwidth_bytes = 0;  // 0: max(256 MiB, 8x the L3)
   std::string isa;                // empty: what linear() dispatches to
+  std::string backend = "cpu";    // cpu, or cuda: the GPU kernel on device buffers
   std::uint64_t seed = 1;
   bool json = false;
 };
@@ -339,6 +343,69 @@ class KernelsBench {
   kernels::cpu::ThreadPool& pool_;
 };
 
+// --backend cuda: the CUDA linear kernel on weights and activations already in device memory (the
+// kernel alone, no host copies), against the device's copy bandwidth measured in the same run
+// (kernels/cuda/linear_timing.h says how).
+Status run_gpu_kernels_bench(const KernelsBenchOptions& options, const std::vector<const FormatInfo*>& formats,
+                             std::ostream& out) {
+#ifdef HIPPO_HAVE_GPU
+  struct Row {
+    const FormatInfo* format;
+    std::int64_t m;
+    kernels::cuda::LinearTiming t;
+  };
+  std::vector<Row> rows;
+  for (const FormatInfo* f : formats) {
+    for (std::int64_t m : options.ms) {
+      kernels::cuda::LinearTiming t = kernels::cuda::time_linear(static_cast<int>(f->format), options.rows, options.cols, m,
+                                                                 options.repetitions, options.seed);
+      if (!t.ok) return make_error(ErrorCode::kUnavailable, "bench kernels --backend cuda: {}", t.error);
+      if (!(t.max_error < kTolerance))
+        return make_error(ErrorCode::kInternal, "bench kernels --backend cuda: {} m={} is wrong: error {:.2e} against the host's double sum",
+                          f->name, m, t.max_error);
+      rows.push_back({f, m, std::move(t)});
+    }
+  }
+  if (options.json) {
+    for (const Row& r : rows) {
+      boost::json::object doc{{"backend", "cuda"},
+                              {"device", r.t.device_name},
+                              {"format", r.format->name},
+                              {"rows", options.rows},
+                              {"cols", options.cols},
+                              {"m", r.m},
+                              {"seconds_per_call", r.t.seconds_per_call},
+                              {"weight_bytes_per_second", r.t.weight_bytes / r.t.seconds_per_call},
+                              {"copy_bytes_per_second", r.t.copy_bytes_per_second},
+                              {"max_error", r.t.max_error}};
+      out << boost::json::serialize(doc) << "\n";
+    }
+    return {};
+  }
+  const double copy = rows.empty() ? 0 : rows.front().t.copy_bytes_per_second;
+  out << fmt::format("device   {}\n", rows.empty() ? "" : rows.front().t.device_name);
+  out << fmt::format("limit    device-to-device copy {:.0f} GB/s (read + write bytes)\n", copy / 1e9);
+  out << fmt::format("method   W {} x {}, rotated over copies that exceed the L2; best of {} passes (GPU events); "
+                     "sampled outputs checked against a double sum on the host (error < {:.0e})\n\n",
+                     options.rows, options.cols, options.repetitions, kTolerance);
+  out << fmt::format("{:<6} {:>5} | {:>10} {:>11} {:>8} | {:>9} | {:>10}\n", "format", "m", "us/call", "weight GB/s",
+                     "of copy", "GFLOP/s", "max error");
+  for (const Row& r : rows) {
+    const double gbps = r.t.weight_bytes / r.t.seconds_per_call / 1e9;
+    const double gflops = 2.0 * static_cast<double>(r.m * options.rows * options.cols) / r.t.seconds_per_call / 1e9;
+    out << fmt::format("{:<6} {:>5} | {:>10.2f} {:>11.1f} {:>7.1f}% | {:>9.1f} | {:>10.1e}\n", r.format->name, r.m,
+                       1e6 * r.t.seconds_per_call, gbps, 100 * gbps * 1e9 / r.t.copy_bytes_per_second, gflops,
+                       r.t.max_error);
+  }
+  return {};
+#else
+  static_cast<void>(options);
+  static_cast<void>(formats);
+  static_cast<void>(out);
+  return make_error(ErrorCode::kUnavailable, "bench kernels --backend cuda: this build has no CUDA kernels (build the cuda preset)");
+#endif
+}
+
 Status run_kernels_bench(const KernelsBenchOptions& options, std::ostream& out) {
   std::vector<const FormatInfo*> formats;
   for (const std::string& name : options.formats) {
@@ -363,6 +430,7 @@ Status run_kernels_bench(const KernelsBenchOptions& options, std::ostream& out) 
       return make_error(ErrorCode::kInvalidArgument, "--rows {} --cols {} for {}: {}", options.rows, options.cols,
                         f->name, s.message());
   }
+  if (options.backend == "cuda") return run_gpu_kernels_bench(options, formats, out);
 
   kernels::cpu::ThreadPool pool(options.threads);
   const int threads = pool.size();
@@ -501,7 +569,7 @@ Status run_kernels_bench(const KernelsBenchOptions& options, std::ostream& out) 
 void add_bench_kernels_command(CLI::App& bench, Invocation& inv) {
   auto options = std::make_shared<KernelsBenchOptions>();
   CLI::App* cmd = bench.add_subcommand(
-      "kernels", "CPU linear layer per weight format: weight GB/s and GFLOP/s against this machine's limits");
+      "kernels", "Linear layer per weight format (CPU, or --backend cuda): weight GB/s and GFLOP/s against this machine's limits");
   cmd->add_option("--rows", options->rows, "Rows of W (output features)")
       ->check(CLI::Range(std::int64_t{1}, std::int64_t{1} << 24))
       ->capture_default_str();
@@ -533,6 +601,10 @@ void add_bench_kernels_command(CLI::App& bench, Invocation& inv) {
       ->transform(CLI::AsSizeValue(false))
       ->capture_default_str();
   cmd->add_option("--isa", options->isa, "Force one of the CPU's linear ISAs (avx512, avx2, generic); default: dispatch");
+  cmd->add_option("--backend", options->backend,
+                  "cpu, or cuda: the GPU kernel on device-resident W and x, against the device's copy bandwidth")
+      ->check(CLI::IsMember({"cpu", "cuda"}))
+      ->capture_default_str();
   cmd->add_option("--seed", options->seed, "Seed of W and x")->capture_default_str();
   cmd->add_flag("--json", options->json, "One JSON object instead of a table");
   cmd->parse_complete_callback([&inv, options] {

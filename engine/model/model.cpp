@@ -33,6 +33,27 @@ Status check_supported(const TextConfig& t) {
   return Status::ok_status();
 }
 
+// Calls fn(view, what) for every matrix the forward pass gives the linear op, `what` naming its
+// place for messages, until fn returns an error.
+template <typename Fn>
+Status for_each_linear_weight(const ModelWeights& w, Fn fn) {
+  HIPPO_RETURN_IF_ERROR(fn(w.head, "the head"));
+  for (size_t l = 0; l < w.layers.size(); ++l) {
+    const LayerWeights& lw = w.layers[l];
+    const std::string at = fmt::format("layer {}", l);
+    for (const kernels::WeightView* view :
+         {&lw.hc_attn_fn, &lw.hc_ffn_fn, &lw.wq_a, &lw.wq_b, &lw.wkv, &lw.wo_a, &lw.wo_b, &lw.compressor_wkv, &lw.compressor_wgate,
+          &lw.index_wk, &lw.index_wq_b, &lw.index_weights_proj, &lw.router, &lw.engram.wkv})
+      HIPPO_RETURN_IF_ERROR(fn(*view, at));
+    for (const ExpertWeights& e : lw.experts)
+      for (const kernels::WeightView* view : {&e.w1, &e.w2, &e.w3}) HIPPO_RETURN_IF_ERROR(fn(*view, at + "'s experts"));
+    if (lw.has_shared_expert)
+      for (const kernels::WeightView* view : {&lw.shared_expert.w1, &lw.shared_expert.w2, &lw.shared_expert.w3})
+        HIPPO_RETURN_IF_ERROR(fn(*view, at + "'s shared expert"));
+  }
+  return Status::ok_status();
+}
+
 // Every op the forward pass calls, every weight format its linear layers read and the formats of
 // the tables it gathers from.
 Status check_backend(const kernels::Backend& backend, const ModelWeights& w) {
@@ -41,31 +62,25 @@ Status check_backend(const kernels::Backend& backend, const ModelWeights& w) {
   };
   for (kernels::Op op : kernels::kAllOps)
     if (!backend.supports(op)) return refuse(fmt::format("op '{}', which the forward pass calls", kernels::op_name(op)));
-  auto check = [&](const kernels::WeightView& view, std::string_view tensor) -> Status {
-    if (view.data == nullptr || backend.supports(view.format)) return Status::ok_status();
-    return refuse(fmt::format("linear op for weight format '{}', which {} needs", kernels::weight_format_name(view.format), tensor));
-  };
   auto check_table = [&](const kernels::RowTable& table, std::string_view what) -> Status {
     if (backend.supports(table.format)) return Status::ok_status();
     return refuse(fmt::format("gather op for table format '{}', which {} needs", kernels::table_format_name(table.format), what));
   };
   HIPPO_RETURN_IF_ERROR(check_table(w.embed, "the embedding"));
-  HIPPO_RETURN_IF_ERROR(check(w.head, "the head"));
-  for (size_t l = 0; l < w.layers.size(); ++l) {
-    const LayerWeights& lw = w.layers[l];
-    const std::string at = fmt::format("layer {}", l);
-    for (const kernels::WeightView* view :
-         {&lw.hc_attn_fn, &lw.hc_ffn_fn, &lw.wq_a, &lw.wq_b, &lw.wkv, &lw.wo_a, &lw.wo_b, &lw.compressor_wkv, &lw.compressor_wgate,
-          &lw.index_wk, &lw.index_wq_b, &lw.index_weights_proj, &lw.router, &lw.engram.wkv})
-      HIPPO_RETURN_IF_ERROR(check(*view, at));
-    for (const ExpertWeights& e : lw.experts)
-      for (const kernels::WeightView* view : {&e.w1, &e.w2, &e.w3}) HIPPO_RETURN_IF_ERROR(check(*view, at + "'s experts"));
-    if (lw.has_shared_expert)
-      for (const kernels::WeightView* view : {&lw.shared_expert.w1, &lw.shared_expert.w2, &lw.shared_expert.w3})
-        HIPPO_RETURN_IF_ERROR(check(*view, at + "'s shared expert"));
-    if (lw.has_engram) HIPPO_RETURN_IF_ERROR(check_table(lw.engram.table, at + "'s Engram table"));
-  }
-  return Status::ok_status();
+  for (size_t l = 0; l < w.layers.size(); ++l)
+    if (w.layers[l].has_engram) HIPPO_RETURN_IF_ERROR(check_table(w.layers[l].engram.table, fmt::format("layer {}'s Engram table", l)));
+  return for_each_linear_weight(w, [&](const kernels::WeightView& view, std::string_view tensor) -> Status {
+    if (view.data == nullptr || backend.supports(view.format)) return Status::ok_status();
+    return refuse(fmt::format("linear op for weight format '{}', which {} needs", kernels::weight_format_name(view.format), tensor));
+  });
+}
+
+// Hands the backend every matrix once (a device backend uploads them here).
+Status keep_weights(kernels::Backend& backend, const ModelWeights& w) {
+  return for_each_linear_weight(w, [&](const kernels::WeightView& view, std::string_view tensor) -> Status {
+    if (view.data == nullptr) return Status::ok_status();
+    return backend.keep_weight(view).with_context(tensor);
+  });
 }
 
 }  // namespace
@@ -91,6 +106,7 @@ Result<std::unique_ptr<Model>> Model::load(const std::string& dir, std::unique_p
   HIPPO_ASSIGN_OR_RETURN(std::string fingerprint, checkpoint_fingerprint(checkpoint));
   std::unique_ptr<Model> model(new Model(std::move(checkpoint), std::move(backend)));
   HIPPO_RETURN_IF_ERROR(check_backend(*model->backend_, model->weights_).with_context(dir));
+  HIPPO_RETURN_IF_ERROR(keep_weights(*model->backend_, model->weights_).with_context(dir));
   model->fingerprint_ = std::move(fingerprint);
   if (!model->text().engram_layer_ids.empty()) {
     const std::string tokenizer_dir = options.tokenizer_dir.empty() ? dir : options.tokenizer_dir;

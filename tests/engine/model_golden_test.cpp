@@ -29,6 +29,7 @@
 #include <catch2/catch.hpp>
 
 #include <cmath>
+#include <cstdlib>
 #include <cstring>
 #include <iostream>
 #include <map>
@@ -176,8 +177,11 @@ void check_against_golden(const std::string& file, const Criteria& criteria, boo
   }
   ModelOptions options;
   options.n_threads = 2;
+  // HIPPO_TEST_BACKEND runs the comparison on another backend of the op layer (e.g. cuda on a GPU
+  // machine); the default is the engine's own default.
+  if (const char* backend = std::getenv("HIPPO_TEST_BACKEND"); backend != nullptr && *backend != '\0') options.backend = backend;
   auto loaded = Model::load(model_dir, options);
-  INFO(loaded.status().to_string());
+  INFO("backend " << options.backend << ": " << loaded.status().to_string());
   REQUIRE(loaded.ok());
   Model& model = *loaded.value();
   const int64_t vocab = model.text().vocab_size;
