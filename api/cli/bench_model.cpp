@@ -368,9 +368,7 @@ void add_bench_model_command(CLI::App& bench, Invocation& inv) {
   cmd->add_option("--threads", options->threads, "Engine threads (0 = every logical CPU)")
       ->check(CLI::NonNegativeNumber)
       ->capture_default_str();
-  cmd->add_option("--backend", options->backend, "Backend that runs the model's ops (cpu, ref; cuda in a CUDA build)")
-      ->check(CLI::IsMember(kernels::backend_names()))
-      ->capture_default_str();
+  add_backend_option(*cmd, options->backend);
   cmd->add_option("--chunk", options->chunk, "Prefill tokens per forward step")
       ->check(CLI::PositiveNumber)
       ->capture_default_str();

@@ -4,9 +4,12 @@
 #include "api/cli/config_layers.h"
 #include "base/log.h"
 #include "base/version.h"
+#include "kernels/backend_registry.h"
 
 #include <fmt/format.h>
+#include <fmt/ranges.h>
 
+#include <algorithm>
 #include <ostream>
 
 namespace hippo::cli {
@@ -18,6 +21,26 @@ int exit_code_for(const Status& status) {
     case ErrorCode::kUnavailable: return kExitUnavailable;
     default: return kExitFailure;
   }
+}
+
+CLI::Option* add_backend_option(CLI::App& command, std::string& backend) {
+  const std::vector<std::string> names = kernels::backend_names();
+  auto known = [names](const std::string& value) -> std::string {
+    if (std::find(names.begin(), names.end(), value) != names.end()) return {};
+    const std::size_t colon = value.find(':');
+    const std::string base = value.substr(0, colon), device = colon == std::string::npos ? "" : value.substr(colon + 1);
+    const bool gpu = base != "cpu" && base != "ref" && std::find(names.begin(), names.end(), base) != names.end();
+    if (gpu && !device.empty() && device.size() <= 4 && std::all_of(device.begin(), device.end(), [](char c) { return c >= '0' && c <= '9'; }))
+      return {};
+    return fmt::format("unknown backend '{}' (this build has: {})", value, fmt::join(names, ", "));
+  };
+  return command
+      .add_option("--backend", backend,
+                  fmt::format("Backend that runs the model's ops: {} (ref: the scalar reference ops, slow, for checks; a GPU "
+                              "backend takes a device as NAME:N)",
+                              fmt::join(names, ", ")))
+      ->check(CLI::Validator(known, "BACKEND"))
+      ->capture_default_str();
 }
 
 CLI::App* add_unbuilt_command(CLI::App& parent, const std::string& name, const std::string& description,

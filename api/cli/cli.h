@@ -51,6 +51,10 @@ void add_serve_command(CLI::App& app, Invocation& invocation);  // `hippo serve`
 void add_key_commands(CLI::App& app, Invocation& invocation);   // `hippo key` (key_commands.cpp)
 void add_chat_command(CLI::App& app, Invocation& invocation);   // `hippo chat` (chat_command.cpp)
 
+// --backend on a command that loads a model: a name kernels/backend_registry.h knows, or its GPU
+// backend with a device ("cuda:1"). Load reports a GPU that is missing.
+CLI::Option* add_backend_option(CLI::App& command, std::string& backend);
+
 // Registers a subcommand that exists in the interface but not yet in the code: running it says
 // so and exits with kExitUnavailable. `what` names the missing piece.
 CLI::App* add_unbuilt_command(CLI::App& parent, const std::string& name, const std::string& description,

@@ -132,8 +132,7 @@ void add_run_command(CLI::App& app, Invocation& inv) {
   run->add_option("--min-p", cmd->sampling.min_p, "Drop tokens below min-p times the best (0 = off)")->check(CLI::Range(0.0, 1.0));
   run->add_option("--seed", cmd->sampling.seed, "Sampling seed (default: one drawn at random, printed at the end)");
   run->add_option("--threads", cmd->threads, "Compute threads (0 = one per CPU)")->check(CLI::NonNegativeNumber);
-  run->add_option("--backend", cmd->backend, "Backend that runs the model's ops: cpu, ref (the scalar reference ops: slow, for checks), or cuda in a CUDA build")
-      ->check(CLI::IsMember(kernels::backend_names()));
+  add_backend_option(*run, cmd->backend);
   run->add_option("--chunk", cmd->chunk, "Prefill chunk in tokens")->check(CLI::PositiveNumber)->capture_default_str();
   run->parse_complete_callback([&inv, cmd, prompt, file] {
     inv.action = [&inv, cmd, prompt, file]() -> Status {

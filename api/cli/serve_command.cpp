@@ -12,6 +12,7 @@
 #include "engine/model/model.h"
 #include "engine/tokenizer/tokenizer.h"
 #include "engine/weights/init_checkpoint.h"
+#include "kernels/backend_registry.h"
 
 #include <boost/asio/ip/address.hpp>
 #include <fmt/format.h>
@@ -40,6 +41,7 @@ struct ServeCommand {
   uint16_t port = 8080;
   uint64_t kv_memory = uint64_t{8} << 30;
   int threads = 0;
+  std::string backend = kernels::kDefaultBackend;
   int io_threads = 2;
   int64_t io_spin_us = 0;
   int64_t max_output_tokens = 256;
@@ -135,6 +137,7 @@ Status run_server(const ServeCommand& cmd, std::ostream& out) {
   const auto start = std::chrono::steady_clock::now();
   engine::ModelOptions model_options;
   model_options.n_threads = cmd.threads;
+  model_options.backend = cmd.backend;
   HIPPO_ASSIGN_OR_RETURN(std::unique_ptr<engine::Model> model, engine::Model::load(model_dir, model_options));
   HIPPO_ASSIGN_OR_RETURN(tokenizer::Tokenizer tokenizer,
                          tokenizer::Tokenizer::load(fs::path(model_dir) / "tokenizer.json"));
@@ -150,6 +153,7 @@ Status run_server(const ServeCommand& cmd, std::ostream& out) {
                          agents::AgentRuntime::open(*model, tokenizer, runtime_options));
   log::info("model loaded", {{"dir", model_dir},
                              {"seconds", std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count()},
+                             {"backend", model->backend_name()},
                              {"threads", model->n_threads()},
                              {"db", cmd.db},
                              {"kv_memory_bytes", cmd.kv_memory}});
@@ -202,6 +206,7 @@ void add_serve_command(CLI::App& app, Invocation& inv) {
       ->check(CLI::PositiveNumber)
       ->capture_default_str();
   serve->add_option("--threads", cmd->threads, "Compute threads (0 = one per CPU)")->check(CLI::NonNegativeNumber);
+  add_backend_option(*serve, cmd->backend);
   serve->add_option("--io-threads", cmd->io_threads, "Threads serving the sockets")->check(CLI::PositiveNumber)->capture_default_str();
   serve->add_option("--io-spin-us", cmd->io_spin_us,
                     "Microseconds an I/O thread keeps polling for work before it sleeps (0: at once). Lower "

@@ -99,6 +99,15 @@ TEST_CASE("serve refuses --auth off on an address other machines reach", "[cli]"
   CHECK(run_cli({"serve", "--auth", "maybe"}).code == hippo::cli::kExitUsage);
 }
 
+TEST_CASE("the backend option takes the backends this build has and a GPU one with its device", "[cli]") {
+  auto unknown = run_cli({"serve", "--backend", "tpu"});
+  CHECK(unknown.code == hippo::cli::kExitUsage);
+  CHECK_THAT(unknown.err, Catch::Contains("unknown backend 'tpu'") && Catch::Contains("cpu, ref"));
+  CHECK(run_cli({"run", "--backend", "cpu:1", "--model", "/nonexistent", "--prompt", "hi"}).code == hippo::cli::kExitUsage);
+  // Accepted: the run gets as far as the missing checkpoint.
+  CHECK(run_cli({"bench", "model", "--model", "/nonexistent", "--backend", "ref"}).code == hippo::cli::kExitFailure);
+}
+
 TEST_CASE("run needs a model and a prompt", "[cli]") {
   CHECK(run_cli({"run"}).code == hippo::cli::kExitUsage);
   auto no_prompt = run_cli({"run", "--model", "/nonexistent"});
