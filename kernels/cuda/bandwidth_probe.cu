@@ -2,7 +2,7 @@
 // Every runtime call is checked: a probe that ignores an error reports a meaningless number.
 #include "kernels/cuda/bandwidth_probe.h"
 
-#include "kernels/cuda/gpu_runtime.h"
+#include "kernels/cuda/device_memory.h"
 
 #include <algorithm>
 #include <string>
@@ -20,43 +20,6 @@ __global__ void triad(float* a, const float* b, const float* c, float scale, std
   for (std::size_t i = blockIdx.x * blockDim.x + threadIdx.x; i < n; i += std::size_t{gridDim.x} * blockDim.x)
     a[i] = b[i] + scale * c[i];
 }
-
-// Owns one device allocation; freeing can only fail on a broken context, which the next checked
-// call reports, so its status is deliberately dropped.
-class DeviceBuffer {
- public:
-  DeviceBuffer() = default;
-  DeviceBuffer(const DeviceBuffer&) = delete;
-  DeviceBuffer& operator=(const DeviceBuffer&) = delete;
-  ~DeviceBuffer() {
-    if (data_) static_cast<void>(cudaFree(data_));
-  }
-  cudaError_t allocate(std::size_t n) { return cudaMalloc(reinterpret_cast<void**>(&data_), n * sizeof(float)); }
-  float* data() const { return data_; }
-
- private:
-  float* data_ = nullptr;
-};
-
-class Event {
- public:
-  Event() = default;
-  Event(const Event&) = delete;
-  Event& operator=(const Event&) = delete;
-  ~Event() {
-    if (created_) static_cast<void>(cudaEventDestroy(event_));
-  }
-  cudaError_t create() {
-    cudaError_t e = cudaEventCreate(&event_);
-    created_ = e == cudaSuccess;
-    return e;
-  }
-  cudaEvent_t get() const { return event_; }
-
- private:
-  cudaEvent_t event_{};
-  bool created_ = false;
-};
 
 }  // namespace
 
@@ -78,17 +41,17 @@ DeviceBandwidth measure_device_bandwidth(std::size_t bytes_per_array, int repeti
   const std::size_t n = bytes_per_array / sizeof(float);
   DeviceBuffer a, b, c;
   Event start, stop;
-  if (!ok(a.allocate(n), "allocate") || !ok(b.allocate(n), "allocate") || !ok(c.allocate(n), "allocate") ||
+  if (!ok(a.allocate(n * sizeof(float)), "allocate") || !ok(b.allocate(n * sizeof(float)), "allocate") || !ok(c.allocate(n * sizeof(float)), "allocate") ||
       !ok(start.create(), "event") || !ok(stop.create(), "event"))
     return failure();
 
   const int threads = 256, blocks = prop.multiProcessorCount * 8;
-  fill<<<blocks, threads>>>(b.data(), 1.0f, n);
-  fill<<<blocks, threads>>>(c.data(), 2.0f, n);
+  fill<<<blocks, threads>>>(b.as<float>(), 1.0f, n);
+  fill<<<blocks, threads>>>(c.as<float>(), 2.0f, n);
   float best_ms = 1e30f;
   for (int rep = 0; rep <= repetitions; ++rep) {  // rep 0 is the warm-up
     if (!ok(cudaEventRecord(start.get()), "record")) return failure();
-    triad<<<blocks, threads>>>(a.data(), b.data(), c.data(), 3.0f, n);
+    triad<<<blocks, threads>>>(a.as<float>(), b.as<float>(), c.as<float>(), 3.0f, n);
     float ms = 0;
     if (!ok(cudaEventRecord(stop.get()), "record") || !ok(cudaEventSynchronize(stop.get()), "triad") ||
         !ok(cudaEventElapsedTime(&ms, start.get(), stop.get()), "elapsed time"))
@@ -97,7 +60,7 @@ DeviceBandwidth measure_device_bandwidth(std::size_t bytes_per_array, int repeti
   }
 
   std::vector<float> sample(std::min<std::size_t>(1024, n));
-  if (!ok(cudaMemcpy(sample.data(), a.data() + (n - sample.size()), sample.size() * sizeof(float),
+  if (!ok(cudaMemcpy(sample.data(), a.as<float>() + (n - sample.size()), sample.size() * sizeof(float),
                      cudaMemcpyDeviceToHost),
           "copy back"))
     return failure();

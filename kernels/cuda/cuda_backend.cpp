@@ -1,5 +1,6 @@
 #include "kernels/cuda/cuda_backend.h"
 
+#include "kernels/cuda/device_memory.h"
 #include "kernels/cuda/launch.h"
 #include "kernels/top_k.h"
 
@@ -34,32 +35,6 @@ static_assert(static_cast<int>(KvFormat::kWindow) == static_cast<int>(DeviceKvFo
 static_assert(static_cast<int>(TableFormat::kBF16) == 0 && static_cast<int>(TableFormat::kFp8Row32) == 1);
 
 constexpr float kNegInf = -std::numeric_limits<float>::infinity();
-
-// One device allocation.
-class DeviceBuffer {
- public:
-  DeviceBuffer() = default;
-  DeviceBuffer(const DeviceBuffer&) = delete;
-  DeviceBuffer& operator=(const DeviceBuffer&) = delete;
-  DeviceBuffer(DeviceBuffer&& other) noexcept : data_(std::exchange(other.data_, nullptr)), bytes_(other.bytes_) {}
-  ~DeviceBuffer() {
-    if (data_ != nullptr) static_cast<void>(cudaFree(data_));
-  }
-  cudaError_t allocate(std::size_t bytes) {
-    if (data_ != nullptr) static_cast<void>(cudaFree(data_));
-    data_ = nullptr;
-    bytes_ = 0;
-    const cudaError_t status = cudaMalloc(&data_, std::max<std::size_t>(bytes, 1));
-    if (status == cudaSuccess) bytes_ = bytes;
-    return status;
-  }
-  void* data() const { return data_; }
-  std::size_t bytes() const { return bytes_; }
-
- private:
-  void* data_ = nullptr;
-  std::size_t bytes_ = 0;
-};
 
 // The host bytes a view's codes and its scales span.
 struct ByteRange {

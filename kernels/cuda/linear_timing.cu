@@ -3,7 +3,7 @@
 // bytes. Every runtime call is checked and reported in LinearTiming::error.
 #include "kernels/cuda/linear_timing.h"
 
-#include "kernels/cuda/gpu_runtime.h"
+#include "kernels/cuda/device_memory.h"
 #include "kernels/cuda/launch.h"
 
 #include <algorithm>
@@ -14,42 +14,6 @@
 
 namespace hippo::kernels::cuda {
 namespace {
-
-class DeviceBuffer {
- public:
-  DeviceBuffer() = default;
-  DeviceBuffer(const DeviceBuffer&) = delete;
-  DeviceBuffer& operator=(const DeviceBuffer&) = delete;
-  ~DeviceBuffer() {
-    if (data_) static_cast<void>(cudaFree(data_));
-  }
-  cudaError_t allocate(std::size_t bytes) { return cudaMalloc(&data_, bytes); }
-  std::uint8_t* bytes() const { return static_cast<std::uint8_t*>(data_); }
-  float* floats() const { return static_cast<float*>(data_); }
-
- private:
-  void* data_ = nullptr;
-};
-
-class Event {
- public:
-  Event() = default;
-  Event(const Event&) = delete;
-  Event& operator=(const Event&) = delete;
-  ~Event() {
-    if (created_) static_cast<void>(cudaEventDestroy(event_));
-  }
-  cudaError_t create() {
-    const cudaError_t e = cudaEventCreate(&event_);
-    created_ = e == cudaSuccess;
-    return e;
-  }
-  cudaEvent_t get() const { return event_; }
-
- private:
-  cudaEvent_t event_{};
-  bool created_ = false;
-};
 
 std::uint64_t next(std::uint64_t& state) {  // splitmix64
   std::uint64_t z = (state += 0x9E3779B97F4A7C15ull);
@@ -106,7 +70,7 @@ LinearTiming time_linear(int format, std::int64_t rows, std::int64_t cols, std::
     for (int rep = 0; rep <= 3; ++rep) {  // rep 0 is the warm-up
       float ms = 0;
       if (!ok(cudaEventRecord(start.get()), "record") ||
-          !ok(cudaMemcpy(dst.bytes(), src.bytes(), bytes, cudaMemcpyDeviceToDevice), "copy") ||
+          !ok(cudaMemcpy(dst.as<std::uint8_t>(), src.as<std::uint8_t>(), bytes, cudaMemcpyDeviceToDevice), "copy") ||
           !ok(cudaEventRecord(stop.get()), "record") || !ok(cudaEventSynchronize(stop.get()), "copy") ||
           !ok(cudaEventElapsedTime(&ms, start.get(), stop.get()), "elapsed time"))
         return out;
@@ -157,7 +121,7 @@ LinearTiming time_linear(int format, std::int64_t rows, std::int64_t cols, std::
       !ok(ys.allocate(static_cast<std::size_t>(m * rows) * sizeof(float)), "allocate y"))
     return out;
   for (std::int64_t c = 0; c < copies; ++c) {
-    std::uint8_t* base = weights.bytes() + c * copy_span;
+    std::uint8_t* base = weights.as<std::uint8_t>() + c * copy_span;
     if (!ok(cudaMemcpy(base, codes.data(), codes.size(), cudaMemcpyHostToDevice), "upload weights")) return out;
     if (scale_bytes > 0 &&
         !ok(cudaMemcpy(base + code_span, scales.data(), scales.size(), cudaMemcpyHostToDevice), "upload scales"))
@@ -165,13 +129,13 @@ LinearTiming time_linear(int format, std::int64_t rows, std::int64_t cols, std::
   }
   std::vector<float> x(static_cast<std::size_t>(m * cols));
   for (auto& v : x) v = uniform(state);
-  if (!ok(cudaMemcpy(xs.floats(), x.data(), x.size() * sizeof(float), cudaMemcpyHostToDevice), "upload x")) return out;
+  if (!ok(cudaMemcpy(xs.as<float>(), x.data(), x.size() * sizeof(float), cudaMemcpyHostToDevice), "upload x")) return out;
 
   auto weight = [&](std::int64_t c) {
     DeviceWeight w;
     w.format = static_cast<DeviceWeightFormat>(format);
-    w.data = weights.bytes() + c * copy_span;
-    w.scales = scale_bytes > 0 ? weights.bytes() + c * copy_span + code_span : nullptr;
+    w.data = weights.as<std::uint8_t>() + c * copy_span;
+    w.scales = scale_bytes > 0 ? weights.as<std::uint8_t>() + c * copy_span + code_span : nullptr;
     w.rows = rows;
     w.cols = cols;
     w.block = format == 2 ? 32 : 0;
@@ -185,7 +149,7 @@ LinearTiming time_linear(int format, std::int64_t rows, std::int64_t cols, std::
   double best_seconds = std::numeric_limits<double>::max();
   for (int rep = 0; rep <= repetitions; ++rep) {
     if (!ok(cudaEventRecord(start.get(), nullptr), "record")) return out;
-    for (std::int64_t c = 0; c < copies; ++c) linear(xs.floats(), m, weight(c), ys.floats(), nullptr);
+    for (std::int64_t c = 0; c < copies; ++c) linear(xs.as<float>(), m, weight(c), ys.as<float>(), nullptr);
     float ms = 0;
     if (!ok(cudaEventRecord(stop.get(), nullptr), "record") || !ok(cudaEventSynchronize(stop.get()), "linear") ||
         !ok(cudaEventElapsedTime(&ms, start.get(), stop.get()), "elapsed time"))
@@ -195,9 +159,9 @@ LinearTiming time_linear(int format, std::int64_t rows, std::int64_t cols, std::
   out.seconds_per_call = best_seconds;
 
   // Accuracy: copy 0 against the host, on a sample of outputs (all of them when few).
-  linear(xs.floats(), m, weight(0), ys.floats(), nullptr);
+  linear(xs.as<float>(), m, weight(0), ys.as<float>(), nullptr);
   std::vector<float> y(static_cast<std::size_t>(m * rows));
-  if (!ok(cudaMemcpy(y.data(), ys.floats(), y.size() * sizeof(float), cudaMemcpyDeviceToHost), "download y"))
+  if (!ok(cudaMemcpy(y.data(), ys.as<float>(), y.size() * sizeof(float), cudaMemcpyDeviceToHost), "download y"))
     return out;
   auto w_at = [&](std::int64_t r, std::int64_t c) -> double {
     switch (format) {
