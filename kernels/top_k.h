@@ -1,9 +1,11 @@
 // Top-k selection with the reference's order: higher scores first, ties to the lower index. The
-// router's experts and the indexer's keys and candidate blocks (the CPU backend's streaming form).
+// router's experts and the indexer's keys and candidate blocks (the CPU backend's streaming form),
+// and what the indexer makes of its picks, for every backend that picks on the host.
 #pragma once
 
 #include <algorithm>
 #include <cstdint>
+#include <limits>
 #include <vector>
 
 namespace hippo::kernels {
@@ -52,6 +54,36 @@ inline std::vector<std::int32_t> top_k(const float* scores, std::int64_t n, std:
   std::vector<std::int32_t> out;
   for (const StreamingTopK::Entry& e : best.take()) out.push_back(e.index);
   return out;
+}
+
+// The indexer's picks of one row from its top-k: the keys, in ascending order, without those scored
+// -inf (not visible, or outside the row's candidate blocks). `best` is spent.
+inline std::vector<std::int32_t> picked_keys(StreamingTopK& best) {
+  std::vector<std::int32_t> picked;
+  for (const StreamingTopK::Entry& e : best.take())
+    if (e.score != -std::numeric_limits<float>::infinity()) picked.push_back(e.index);
+  std::sort(picked.begin(), picked.end());
+  return picked;
+}
+
+// A candidate block's score for one row: the best score among its keys that the row sees (keys at
+// or past `visible` score -inf; scores holds keys w0 .. w1), +inf for the block of the row's last
+// visible key, which is always kept.
+inline float candidate_block_score(const float* scores, std::int64_t w0, std::int64_t w1, std::int64_t b, std::int64_t block,
+                                   std::int64_t visible) {
+  if (visible > 0 && b == (visible - 1) / block) return std::numeric_limits<float>::infinity();
+  float m = -std::numeric_limits<float>::infinity();
+  for (std::int64_t w = std::max(w0, b * block); w < std::min({w1, (b + 1) * block, visible}); ++w)
+    m = std::max(m, scores[w - w0]);
+  return m;
+}
+
+// The candidate source's bitset of one row (`words` long, cleared first): the blocks `best` picked
+// with a score above -inf. `best` is spent.
+inline void set_picked_blocks(StreamingTopK& best, std::uint64_t* bits, std::int64_t words) {
+  std::fill(bits, bits + words, std::uint64_t{0});
+  for (const StreamingTopK::Entry& e : best.take())
+    if (e.score > -std::numeric_limits<float>::infinity()) bits[e.index / 64] |= std::uint64_t{1} << (e.index % 64);
 }
 
 }  // namespace hippo::kernels

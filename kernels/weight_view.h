@@ -39,6 +39,27 @@ struct WeightView {
 inline std::int64_t fp4_code_stride(const WeightView& w) { return w.row_stride != 0 ? w.row_stride : w.cols / 2; }
 inline std::int64_t fp4_scale_stride(const WeightView& w) { return w.row_stride != 0 ? w.row_stride : w.cols / 32; }
 
+// The bytes from a view's first code byte (data) to just past its last, and the same for its scales
+// (none for F32 and BF16): what a copy of the view must hold.
+inline std::int64_t code_span_bytes(const WeightView& w) {
+  switch (w.format) {
+    case WeightFormat::kF32: return w.rows * w.cols * 4;
+    case WeightFormat::kBF16: return w.rows * w.cols * 2;
+    case WeightFormat::kFp8Block: return w.rows * w.cols;
+    case WeightFormat::kFp4Row32: return (w.rows - 1) * fp4_code_stride(w) + w.cols / 2;
+  }
+  return 0;
+}
+inline std::int64_t scale_span_bytes(const WeightView& w) {
+  switch (w.format) {
+    case WeightFormat::kF32:
+    case WeightFormat::kBF16: return 0;
+    case WeightFormat::kFp8Block: return ((w.rows + w.block - 1) / w.block) * ((w.cols + w.block - 1) / w.block);
+    case WeightFormat::kFp4Row32: return (w.rows - 1) * fp4_scale_stride(w) + w.cols / 32;
+  }
+  return 0;
+}
+
 // Rows [first, first + count) of W as a view of their own (the grouped output projection uses one
 // per group; benchmarks check slices against kernels/ref). FP8 blocks of scales must not be cut:
 // first is a multiple of the block, and so is count unless the slice ends at the last row (checked).

@@ -16,18 +16,6 @@ namespace {
 
 constexpr float kNegInf = -std::numeric_limits<float>::infinity();
 
-// A candidate block's score for one row: the best score among its keys that the row sees (keys at
-// or past `visible` score -inf; scores holds keys w0 .. w1), +inf for the block of the row's last
-// visible key, which is always kept.
-float candidate_block_score(const float* scores, std::int64_t w0, std::int64_t w1, std::int64_t b, std::int64_t block,
-                            std::int64_t visible) {
-  if (visible > 0 && b == (visible - 1) / block) return std::numeric_limits<float>::infinity();
-  float m = kNegInf;
-  for (std::int64_t w = std::max(w0, b * block); w < std::min({w1, (b + 1) * block, visible}); ++w)
-    m = std::max(m, scores[w - w0]);
-  return m;
-}
-
 // Σ_h relu(dot)·scale·w_h from 0 in h order per key, keys side by side (dots [heads][ld]).
 void score_keys(const float* dots, std::int64_t ld, std::int64_t n, const float* weights, std::int64_t heads, float scale,
                 float* scores) {
@@ -140,16 +128,9 @@ void index_all(const IndexerArgs& a, ThreadPool& pool) {
         StreamingTopK& best_blocks = block_picks[static_cast<size_t>(i - i0)];
         for (std::int64_t b = (seen + block - 1) / block; b < n_blocks; ++b)  // blocks no tile reached
           best_blocks.push(static_cast<std::int32_t>(b), candidate_block_score(nullptr, seen, seen, b, block, a.visible[i]));
-        std::uint64_t* bits = a.candidates_out[i];
-        std::fill(bits, bits + candidate_words(a.n_keys, block), std::uint64_t{0});
-        for (const StreamingTopK::Entry& e : best_blocks.take())
-          if (e.score > kNegInf) bits[e.index / 64] |= std::uint64_t{1} << (e.index % 64);
+        set_picked_blocks(best_blocks, a.candidates_out[i], candidate_words(a.n_keys, block));
       }
-      std::vector<std::int32_t> picked;  // -inf picks are dropped
-      for (const StreamingTopK::Entry& e : picks[static_cast<size_t>(i - i0)].take())
-        if (e.score != kNegInf) picked.push_back(e.index);
-      std::sort(picked.begin(), picked.end());
-      a.selection[i] = std::move(picked);
+      a.selection[i] = picked_keys(picks[static_cast<size_t>(i - i0)]);
     }
   }
 }

@@ -10,7 +10,6 @@
 #include <cstdio>
 #include <cstdlib>
 #include <cstring>
-#include <limits>
 #include <map>
 #include <utility>
 #include <vector>
@@ -34,38 +33,14 @@ static_assert(static_cast<int>(KvFormat::kWindow) == static_cast<int>(DeviceKvFo
               static_cast<int>(KvFormat::kIndex) == static_cast<int>(DeviceKvFormat::kIndex));
 static_assert(static_cast<int>(TableFormat::kBF16) == 0 && static_cast<int>(TableFormat::kFp8Row32) == 1);
 
-constexpr float kNegInf = -std::numeric_limits<float>::infinity();
-
 // The host bytes a view's codes and its scales span.
 struct ByteRange {
   const void* begin = nullptr;
   std::size_t bytes = 0;
 };
 
-ByteRange data_range(const WeightView& w) {
-  const auto rc = static_cast<std::size_t>(w.rows * w.cols);
-  switch (w.format) {
-    case WeightFormat::kF32: return {w.data, rc * sizeof(float)};
-    case WeightFormat::kBF16: return {w.data, rc * sizeof(std::uint16_t)};
-    case WeightFormat::kFp8Block: return {w.data, rc};
-    case WeightFormat::kFp4Row32: return {w.data, static_cast<std::size_t>((w.rows - 1) * fp4_code_stride(w) + w.cols / 2)};
-  }
-  return {};
-}
-
-ByteRange scales_range(const WeightView& w) {
-  switch (w.format) {
-    case WeightFormat::kF32:
-    case WeightFormat::kBF16: return {};
-    case WeightFormat::kFp8Block: {
-      const std::int64_t blocks = ((w.rows + w.block - 1) / w.block) * ((w.cols + w.block - 1) / w.block);
-      return {w.scales, static_cast<std::size_t>(blocks)};
-    }
-    case WeightFormat::kFp4Row32:
-      return {w.scales, static_cast<std::size_t>((w.rows - 1) * fp4_scale_stride(w) + w.cols / 32)};
-  }
-  return {};
-}
+ByteRange data_range(const WeightView& w) { return {w.data, static_cast<std::size_t>(code_span_bytes(w))}; }
+ByteRange scales_range(const WeightView& w) { return {w.scales, static_cast<std::size_t>(scale_span_bytes(w))}; }
 
 class CudaBackend final : public Backend {
  public:
@@ -287,27 +262,12 @@ class CudaBackend final : public Backend {
       const std::int64_t visible = a.visible[r];
       StreamingTopK picks(a.top_k);
       for (std::int64_t w = 0; w < visible; ++w) picks.push(static_cast<std::int32_t>(w), row[w]);
-      std::vector<std::int32_t> picked;  // -inf picks (keys not scored) are dropped
-      for (const StreamingTopK::Entry& e : picks.take())
-        if (e.score != kNegInf) picked.push_back(e.index);
-      std::sort(picked.begin(), picked.end());
-      a.selection[r] = std::move(picked);
+      a.selection[r] = picked_keys(picks);
       if (a.candidate_top_k <= 0) continue;
-      // A block scores the best of its visible keys (keys past `visible` scored -inf), +inf for the
-      // block of the last visible key.
       StreamingTopK blocks(a.candidate_top_k);
-      for (std::int64_t b = 0; b < n_blocks; ++b) {
-        float best = kNegInf;
-        if (visible > 0 && b == (visible - 1) / a.block)
-          best = std::numeric_limits<float>::infinity();
-        else
-          for (std::int64_t w = b * a.block; w < std::min(visible, (b + 1) * a.block); ++w) best = std::max(best, row[w]);
-        blocks.push(static_cast<std::int32_t>(b), best);
-      }
-      std::uint64_t* bits = a.candidates_out[r];
-      std::fill(bits, bits + words, std::uint64_t{0});
-      for (const StreamingTopK::Entry& e : blocks.take())
-        if (e.score > kNegInf) bits[e.index / 64] |= std::uint64_t{1} << (e.index % 64);
+      for (std::int64_t b = 0; b < n_blocks; ++b)
+        blocks.push(static_cast<std::int32_t>(b), candidate_block_score(row, 0, a.n_keys, b, a.block, visible));
+      set_picked_blocks(blocks, a.candidates_out[r], words);
     }
   }
 

@@ -147,7 +147,8 @@ class Restricted final : public kernels::Backend {
   bool supports(kernels::TableFormat format) const override { return inner_->supports(format); }
 
   Status keep_weight(const kernels::WeightView& w) override {
-    kept_.emplace_back(static_cast<const std::uint8_t*>(w.data), static_cast<const std::uint8_t*>(w.data) + code_bytes(w));
+    const auto* begin = static_cast<const std::uint8_t*>(w.data);
+    kept_.emplace_back(begin, begin + kernels::code_span_bytes(w));
     return Status::ok_status();
   }
   int64_t linear_calls_on_unkept_weights() const { return unkept_; }
@@ -202,19 +203,10 @@ class Restricted final : public kernels::Backend {
   }
 
  private:
-  static int64_t code_bytes(const kernels::WeightView& w) {
-    switch (w.format) {
-      case kernels::WeightFormat::kF32: return w.rows * w.cols * 4;
-      case kernels::WeightFormat::kBF16: return w.rows * w.cols * 2;
-      case kernels::WeightFormat::kFp8Block: return w.rows * w.cols;
-      case kernels::WeightFormat::kFp4Row32: return (w.rows - 1) * kernels::fp4_code_stride(w) + w.cols / 2;
-    }
-    return 0;
-  }
   void count_if_unkept(const kernels::WeightView& w) {
     const auto* begin = static_cast<const std::uint8_t*>(w.data);
     const bool kept = std::any_of(kept_.begin(), kept_.end(), [&](const auto& range) {
-      return begin >= range.first && begin + code_bytes(w) <= range.second;
+      return begin >= range.first && begin + kernels::code_span_bytes(w) <= range.second;
     });
     if (!kept) ++unkept_;
   }
