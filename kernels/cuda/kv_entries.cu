@@ -27,7 +27,7 @@ __device__ std::int64_t entry_bytes(DeviceKvFormat format, std::int64_t dim) {
   return 0;
 }
 
-__device__ int scale_block(DeviceKvFormat format) {
+__host__ __device__ int scale_block(DeviceKvFormat format) {
   return format == DeviceKvFormat::kCompressed ? kCompressedBlock : (format == DeviceKvFormat::kWindow ? kWindowBlock : kIndexBlock);
 }
 
@@ -90,15 +90,15 @@ __global__ void decode_kernel(DeviceKvFormat format, const std::uint8_t* entries
   x[t] = decode_at(format, entries + r * entry_bytes(format, dim), dim, i);
 }
 
-// One thread per index block of 32: encode into registers, decode in place.
+// One thread per index block of 32, encoded as an entry of its own and decoded in place.
 __global__ void fp4_round_trip_kernel(float* x, std::int64_t rows, std::int64_t dim) {
   const std::int64_t blocks_per_row = dim / kIndexBlock;
   const std::int64_t t = std::int64_t{blockIdx.x} * blockDim.x + threadIdx.x;
   if (t >= rows * blocks_per_row) return;
   float* block = x + (t / blocks_per_row) * dim + (t % blocks_per_row) * kIndexBlock;
-  const std::uint8_t scale_byte = e8m0_pow2_ceil(fmaxf(block_amax(block, kIndexBlock), kFp4Max * 0x1p-126f) * (1.0f / kFp4Max));
-  const float scale = e8m0_to_f32(scale_byte);
-  for (int i = 0; i < kIndexBlock; ++i) block[i] = e2m1_to_f32(e2m1_nearest(clampf(block[i] / scale, -kFp4Max, kFp4Max))) * scale;
+  std::uint8_t entry[kIndexBlock / 2 + 1];
+  encode_block(DeviceKvFormat::kIndex, block, kIndexBlock, 0, entry);
+  for (int i = 0; i < kIndexBlock; ++i) block[i] = decode_at(DeviceKvFormat::kIndex, entry, kIndexBlock, i);
 }
 
 unsigned grid_for(std::int64_t n, int threads) { return static_cast<unsigned>((n + threads - 1) / threads); }
@@ -108,8 +108,7 @@ unsigned grid_for(std::int64_t n, int threads) { return static_cast<unsigned>((n
 void kv_encode(DeviceKvFormat format, const float* x, std::int64_t rows, std::int64_t dim, std::uint8_t* entries,
                cudaStream_t stream) {
   if (rows <= 0) return;
-  const int block = format == DeviceKvFormat::kCompressed ? kCompressedBlock : kWindowBlock;
-  encode_kernel<<<grid_for(rows * (dim / block), 128), 128, 0, stream>>>(format, x, rows, dim, entries);
+  encode_kernel<<<grid_for(rows * (dim / scale_block(format)), 128), 128, 0, stream>>>(format, x, rows, dim, entries);
   check(cudaGetLastError(), "kv_encode");
 }
 

@@ -11,6 +11,22 @@ constexpr int kMaxHc = 8;
 
 __device__ double sigmoid(double x) { return 1.0 / (1.0 + exp(-x)); }
 
+// One Sinkhorn half-step: each column, or each row, of c divided by (its sum + eps).
+__device__ void normalise_columns(double (&c)[kMaxHc][kMaxHc], int hc, double eps) {
+  for (int k = 0; k < hc; ++k) {
+    double sum = 0.0;
+    for (int j = 0; j < hc; ++j) sum += c[j][k];
+    for (int j = 0; j < hc; ++j) c[j][k] /= sum + eps;
+  }
+}
+__device__ void normalise_rows(double (&c)[kMaxHc][kMaxHc], int hc, double eps) {
+  for (int j = 0; j < hc; ++j) {
+    double sum = 0.0;
+    for (int k = 0; k < hc; ++k) sum += c[j][k];
+    for (int k = 0; k < hc; ++k) c[j][k] /= sum + eps;
+  }
+}
+
 __global__ void hc_mix_kernel(DeviceHcMix a) {
   const std::int64_t r = std::int64_t{blockIdx.x} * blockDim.x + threadIdx.x;
   if (r >= a.rows) return;
@@ -35,26 +51,10 @@ __global__ void hc_mix_kernel(DeviceHcMix a) {
     }
     for (int k = 0; k < hc; ++k) c[j][k] = c[j][k] / sum + eps;
   }
-  for (std::int64_t it = 0; it < a.sinkhorn_iters; ++it) {
-    if (it > 0) {  // rows, then columns, after the first column pass
-      for (int j = 0; j < hc; ++j) {
-        double sum = 0.0;
-        for (int k = 0; k < hc; ++k) sum += c[j][k];
-        for (int k = 0; k < hc; ++k) c[j][k] /= sum + eps;
-      }
-    }
-    for (int k = 0; k < hc; ++k) {
-      double sum = 0.0;
-      for (int j = 0; j < hc; ++j) sum += c[j][k];
-      for (int j = 0; j < hc; ++j) c[j][k] /= sum + eps;
-    }
-  }
-  if (a.sinkhorn_iters <= 0) {  // the first column pass always runs
-    for (int k = 0; k < hc; ++k) {
-      double sum = 0.0;
-      for (int j = 0; j < hc; ++j) sum += c[j][k];
-      for (int j = 0; j < hc; ++j) c[j][k] /= sum + eps;
-    }
+  normalise_columns(c, hc, eps);
+  for (std::int64_t it = 0; it + 1 < a.sinkhorn_iters; ++it) {
+    normalise_rows(c, hc, eps);
+    normalise_columns(c, hc, eps);
   }
   for (int j = 0; j < hc; ++j)
     for (int k = 0; k < hc; ++k) a.comb[(r * hc + j) * hc + k] = static_cast<float>(c[j][k]);
