@@ -19,6 +19,10 @@ inline constexpr const char* kDefaultBackend = "cpu";
 // with the CUDA kernels (the `cuda` preset), whether or not this machine has a GPU.
 std::vector<std::string> backend_names();
 
+// Whether make_backend knows `name`: one of backend_names(), or the GPU backend with a device
+// ("cuda:1"). Whether that GPU exists is make_backend's to find out.
+bool is_backend_name(const std::string& name);
+
 // threads: 0 means one per logical CPU (a backend without threads ignores it). "cuda:N" names GPU N
 // ("cuda" is "cuda:0"); where it is missing, the error (kUnavailable) says why. An unknown name is
 // an error that lists the known ones.

@@ -9,7 +9,6 @@
 #include <fmt/format.h>
 #include <fmt/ranges.h>
 
-#include <algorithm>
 #include <ostream>
 
 namespace hippo::cli {
@@ -26,12 +25,7 @@ int exit_code_for(const Status& status) {
 CLI::Option* add_backend_option(CLI::App& command, std::string& backend) {
   const std::vector<std::string> names = kernels::backend_names();
   auto known = [names](const std::string& value) -> std::string {
-    if (std::find(names.begin(), names.end(), value) != names.end()) return {};
-    const std::size_t colon = value.find(':');
-    const std::string base = value.substr(0, colon), device = colon == std::string::npos ? "" : value.substr(colon + 1);
-    const bool gpu = base != "cpu" && base != "ref" && std::find(names.begin(), names.end(), base) != names.end();
-    if (gpu && !device.empty() && device.size() <= 4 && std::all_of(device.begin(), device.end(), [](char c) { return c >= '0' && c <= '9'; }))
-      return {};
+    if (kernels::is_backend_name(value)) return {};
     return fmt::format("unknown backend '{}' (this build has: {})", value, fmt::join(names, ", "));
   };
   return command
