@@ -41,6 +41,11 @@ void ForwardPass::compress(const LayerWeights& lw, const std::vector<float>& u) 
       groups_per_segment[s] = n;
       continue;
     }
+    if (auto& draft = seg.state->draft_) {  // settle() may need them back as pending rows
+      const auto w = static_cast<size_t>(&writer - seg.state->writers_.data());
+      draft->draft_kv[w].assign(&kv[static_cast<size_t>(seg.row0 * D)], &kv[static_cast<size_t>((seg.row0 + n) * D)]);
+      draft->draft_gate[w].assign(&gate[static_cast<size_t>(seg.row0 * D)], &gate[static_cast<size_t>((seg.row0 + n) * D)]);
+    }
     // Ratio > 1: the pending rows of the incomplete group come first.
     std::vector<float> rows_kv = writer.pending_kv, rows_gate = writer.pending_gate;
     rows_kv.insert(rows_kv.end(), &kv[static_cast<size_t>(seg.row0 * D)], &kv[static_cast<size_t>((seg.row0 + n) * D)]);

@@ -130,6 +130,14 @@ Status Model::forward(std::span<ForwardRequest> batch) {
     if (!seen.insert(request.state).second) {
       return Status(ErrorCode::kInvalidArgument, "forward: a session appears twice in one batch");
     }
+    if (request.state->has_draft()) {
+      return Status(ErrorCode::kFailedPrecondition, "forward: the session's last draft is not settled");
+    }
+    if (request.draft && (request.all_logits == nullptr ||
+                          static_cast<int64_t>(request.tokens.size()) > text().sliding_window)) {
+      return Status(ErrorCode::kInvalidArgument,
+                    fmt::format("forward: a draft needs all logits and at most {} tokens", text().sliding_window));
+    }
     for (int32_t token : request.tokens) {
       if (token < 0 || token >= text().vocab_size) {
         return Status(ErrorCode::kInvalidArgument,
@@ -149,6 +157,9 @@ Status Model::forward(std::span<ForwardRequest> batch) {
     segments.push_back(segment);
   }
   if (segments.empty()) return Status::ok_status();
+  for (const ForwardRequest& request : batch) {
+    if (request.draft) record_draft(*request.state, static_cast<int64_t>(request.tokens.size()));
+  }
   ForwardPass(*this, std::move(segments), ForwardPass::Depth::kFull).run();
   return Status::ok_status();
 }
@@ -173,6 +184,7 @@ int64_t Model::decoder_tail_tokens() const {
 Status Model::forward_encoder(SessionState& state, std::span<const int32_t> tokens) {
   const TextConfig& t = text();
   if (tokens.empty()) return Status(ErrorCode::kInvalidArgument, "forward_encoder: no tokens");
+  if (state.has_draft()) return Status(ErrorCode::kFailedPrecondition, "prefill: the session's last draft is not settled");
   if (t.candidate_source_layer_id < 0) return forward(state, tokens);
   for (int32_t token : tokens) {
     if (token < 0 || token >= t.vocab_size) {

@@ -47,6 +47,9 @@ struct ForwardRequest {
   std::span<const int32_t> tokens;
   // When set, receives the logits after every token of the request, [tokens, vocab].
   std::vector<float>* all_logits = nullptr;
+  // The tokens are a draft under verification (at most sliding_window of them, all_logits set):
+  // Model::settle() then keeps a prefix of them, as if the rest had never been seen.
+  bool draft = false;
 };
 
 // Called with (tokens done, tokens total) as a prefill advances.
@@ -80,6 +83,11 @@ class Model {
   Status forward(std::span<ForwardRequest> batch);
   Status forward(SessionState& state, std::span<const int32_t> tokens, std::vector<float>* all_logits = nullptr);
 
+  // After a forward of a draft: keeps its first `keep` tokens (1 <= keep <= its tokens) and leaves the
+  // state byte for byte as a forward of only those would have, without computing anything again;
+  // `all_logits` is what that forward returned, whose row keep - 1 becomes the next-token logits.
+  Status settle(SessionState& state, int64_t keep, std::span<const float> all_logits) const;
+
   Status prefill(SessionState& state, std::span<const int32_t> tokens, const PrefillOptions& options = {});
 
   // The plan's parts, for a scheduler that interleaves a long prefill with other work: of a prompt
@@ -96,6 +104,8 @@ class Model {
  private:
   friend class ForwardPass;
   Model(Checkpoint checkpoint, std::unique_ptr<kernels::Backend> backend);
+  // Before a draft's forward: what settle() needs to take its tokens back (draft_settle.cpp).
+  void record_draft(SessionState& state, int64_t count) const;
 
   Checkpoint checkpoint_;
   ModelWeights weights_;

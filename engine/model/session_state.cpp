@@ -2,6 +2,7 @@
 // writers' entry counts and pending rows, the Engram look-back, the logits. Little-endian, packed.
 #include "engine/model/session_state.h"
 
+#include "base/check.h"
 #include "engine/config/layer_schedule.h"
 #include "kernels/kv_entry_formats.h"
 
@@ -128,6 +129,7 @@ SessionState SessionState::synthetic(const TextConfig& text, std::vector<int32_t
 }
 
 std::vector<std::byte> SessionState::frontier() const {
+  HIPPO_CHECK(!draft_, "SessionState: a state with an unsettled draft is not serialised");
   ByteWriter out;
   out.put(kFrontierMagic);
   out.put(kFrontierVersion);

@@ -87,6 +87,10 @@ class SessionState {
   using StreamFill = std::function<void(std::string_view stream, std::span<std::uint8_t> bytes)>;
   static SessionState synthetic(const TextConfig& text, std::vector<int32_t> token_ids, const StreamFill& fill);
 
+  // True between a forward of draft tokens and Model::settle() (model.h); such a state may not be
+  // serialised or stepped again until settled.
+  bool has_draft() const { return draft_.has_value(); }
+
   bool operator==(const SessionState& other) const = default;
 
  private:
@@ -101,6 +105,20 @@ class SessionState {
     std::vector<float> pending_kv;    // n_pending x head_dim (ratio > 1)
     std::vector<float> pending_gate;  // n_pending x head_dim (ratio > 1)
     bool operator==(const Writer&) const = default;
+  };
+
+  // What a forward of draft tokens changed in place, so that Model::settle() can keep any prefix of
+  // them by a length reset: the ring entries the drafts overwrote, the pending rows and Engram
+  // look-back from before, and the rows the drafts projected for each compressor. Everything else
+  // (streams, token ids) is indexed by position and is cut to length.
+  struct DraftRecord {
+    int64_t first = 0;  // n_tokens() before the draft's forward
+    int64_t count = 0;  // its tokens
+    std::vector<std::vector<std::uint8_t>> overwritten;  // per layer: `count` ring entries, in position order
+    std::vector<std::vector<float>> pending_kv, pending_gate;  // per writer, as they were
+    std::vector<std::vector<float>> draft_kv, draft_gate;      // per writer (ratio > 1): the drafts' rows
+    std::optional<EngramLookback> engram_lookback;
+    bool operator==(const DraftRecord&) const = default;
   };
 
   // The writer of KV-source layer `layer` (the state was built from the same config: it exists).
@@ -121,6 +139,7 @@ class SessionState {
   std::optional<EngramLookback> engram_lookback_;  // configs with Engram layers only
   std::vector<float> next_logits_;
   std::vector<int32_t> token_ids_;
+  std::optional<DraftRecord> draft_;
 };
 
 }  // namespace hippo::engine
