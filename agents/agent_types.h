@@ -5,6 +5,7 @@
 
 #include "base/status.h"
 #include "engine/sampling/sampler.h"
+#include "engine/speculative/context_drafter.h"
 #include "engine/tokenizer/chat_encoding.h"
 
 #include <array>
@@ -74,6 +75,9 @@ struct Usage {
   double prefill_seconds = 0;
   double decode_seconds = 0;
   double first_token_seconds = 0;  // from the request to the first sampled token
+  // Speculative decoding: tokens drafted for verification, and of those taken as output.
+  int64_t drafted_tokens = 0;
+  int64_t accepted_tokens = 0;
 };
 
 struct ResponseEvent {
@@ -155,6 +159,10 @@ struct RuntimeStats {
   double resume_seconds = 0;        // restoring snapshots into memory
   int64_t snapshot_bytes_written = 0;  // bytes the snapshots added to the database
   int64_t database_bytes = 0;       // the database file and its WAL on disk now
+  // Speculative decoding, over every verified draft:
+  int64_t drafted_tokens = 0;
+  int64_t accepted_tokens = 0;
+  std::array<int64_t, engine::kMaxDraftTokens + 1> drafts_by_accepted{};  // verifies by drafts accepted
 };
 
 }  // namespace hippo::agents

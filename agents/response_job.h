@@ -85,6 +85,7 @@ class ResponseJob {
   std::chrono::steady_clock::time_point created = std::chrono::steady_clock::now();
   std::chrono::steady_clock::time_point prefill_started{}, first_token{};
   int64_t input_tokens = 0, cached_tokens = 0;
+  int64_t drafted_tokens = 0, accepted_tokens = 0;  // speculative decoding
 
  private:
   void feed_parser(bool final);

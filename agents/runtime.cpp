@@ -6,6 +6,7 @@
 #include "agents/store_lane.h"
 #include "base/log.h"
 #include "engine/model/model.h"
+#include "engine/speculative/verify_draft.h"
 #include "engine/tokenizer/tokenizer.h"
 #include "storage/kv_snapshot_writer.h"
 #include "storage/store.h"
@@ -745,7 +746,22 @@ class AgentRuntime::Engine {
     std::stable_sort(prefilling.begin(), prefilling.end(),
                      [](const AgentSession* a, const AgentSession* b) { return a->pending.size() < b->pending.size(); });
     std::vector<engine::ForwardRequest> batch;
-    for (AgentSession* s : decoders) batch.push_back({&*s->state, s->pending, nullptr});
+    // Per decoder: its sampled token and the drafts behind it, with the logits of every row; a
+    // decoder without drafts feeds its token alone.
+    std::vector<Verification> verifying(decoders.size());
+    for (size_t i = 0; i < decoders.size(); ++i) {
+      AgentSession& s = *decoders[i];
+      std::vector<int32_t> drafts = draft(s);
+      if (drafts.empty()) {
+        batch.push_back({&*s.state, s.pending, nullptr});
+        continue;
+      }
+      Verification& v = verifying[i];
+      v.drafts = std::move(drafts);
+      v.tokens = s.pending;
+      v.tokens.insert(v.tokens.end(), v.drafts.begin(), v.drafts.end());
+      batch.push_back({&*s.state, v.tokens, &v.logits, true});
+    }
 
     const auto started = Clock::now();
     int64_t budget = decoders.empty() ? std::max<int64_t>(1, static_cast<int64_t>(prefill_budget_))
@@ -798,9 +814,13 @@ class AgentRuntime::Engine {
         for (auto& [s, n] : prefills) fail(*s, st);
         return;
       }
-      for (AgentSession* s : decoders) {
-        s->pending.clear();
-        sample(*s);
+      for (size_t i = 0; i < decoders.size(); ++i) {
+        decoders[i]->pending.clear();
+        if (verifying[i].drafts.empty()) {
+          sample(*decoders[i]);
+        } else {
+          verify(*decoders[i], verifying[i]);
+        }
       }
       for (auto& [s, n] : prefills) {
         s->pending.erase(s->pending.begin(), s->pending.begin() + n);
@@ -850,14 +870,72 @@ class AgentRuntime::Engine {
   }
 
   void sample(AgentSession& s) {
-    const std::span<const float> logits = s.state->next_logits();
-    const std::optional<int32_t> forced = s.job->forced_token();
-    const int32_t token = forced ? *forced : s.job->sampler.next(logits);
-    if (s.job->options().top_logprobs >= 0 && !forced) emit_logprob(*s.job, logits, token);
+    const int32_t token = choose(s, s.state->next_logits(), std::nullopt);
     if (s.job->accept(token)) {
       finish(s, s.job->finish_reason());
     } else {
       s.pending.assign(1, token);
+    }
+  }
+
+  // The response's next token from these logits: the one it must take, or the sampler's (against a
+  // draft where there is one).
+  int32_t choose(AgentSession& s, std::span<const float> logits, std::optional<int32_t> draft) {
+    const std::optional<int32_t> forced = s.job->forced_token();
+    const int32_t token = forced ? *forced : draft ? s.job->sampler.next(logits, *draft) : s.job->sampler.next(logits);
+    if (s.job->options().top_logprobs >= 0 && !forced) emit_logprob(*s.job, logits, token);
+    return token;
+  }
+
+  // A decoder's sampled token and the drafts fed behind it.
+  struct Verification {
+    std::vector<int32_t> drafts;
+    std::vector<int32_t> tokens;
+    std::vector<float> logits;  // [tokens, vocab]
+  };
+
+  // Drafts for a decoding session, or none: speculation off, a token the response must take next,
+  // a guard that pauses it, no match, or no room left in the response.
+  std::vector<int32_t> draft(AgentSession& s) {
+    if (options_.speculation == Speculation::kOff || s.job->forced_token()) return {};
+    const int64_t room = s.job->options().max_output_tokens - static_cast<int64_t>(s.job->sampled().size()) - 1;
+    if (room <= 0 || !s.draft_guard.allows()) return {};
+    if (!s.drafter) s.drafter = std::make_unique<engine::ContextDrafter>();
+    s.drafter->follow(s.state->token_ids(), s.pending);
+    std::vector<int32_t> drafts = s.drafter->propose();
+    if (static_cast<int64_t>(drafts.size()) > room) drafts.resize(static_cast<size_t>(room));
+    return drafts;
+  }
+
+  // The verify rows walked left to right (engine/speculative/verify_draft.h): the output is what
+  // decoding one token at a time gives (greedy: the same tokens; sampled: the same distribution),
+  // the state keeps what was taken.
+  void verify(AgentSession& s, Verification& v) {
+    ResponseJob& job = *s.job;
+    bool ended = false;
+    int32_t last = 0;
+    const engine::DraftVerdict verdict = engine::verify_draft(
+        v.logits, model_.text().vocab_size, v.drafts,
+        [&](std::span<const float> row, std::optional<int32_t> draft) { return choose(s, row, draft); },
+        [&](int32_t token) {
+          last = token;
+          ended = job.accept(token);
+          return !ended;
+        });
+    Status settled = model_.settle(*s.state, verdict.keep, v.logits);
+    if (!settled.ok()) {
+      fail(s, settled);
+      return;
+    }
+    const auto drafted = static_cast<int64_t>(v.drafts.size());
+    job.drafted_tokens += drafted;
+    job.accepted_tokens += verdict.accepted;
+    ++stats_.drafts_by_accepted[static_cast<size_t>(verdict.accepted)];
+    s.draft_guard.record(drafted, verdict.accepted);
+    if (ended) {
+      finish(s, job.finish_reason());
+    } else {
+      s.pending.assign(1, last);
     }
   }
 
@@ -1069,6 +1147,10 @@ class AgentRuntime::Engine {
     done.usage.prefill_seconds = seconds_between(job.prefill_started, job.first_token);
     done.usage.decode_seconds = seconds_between(job.first_token, Clock::now());
     done.usage.first_token_seconds = seconds_between(job.created, job.first_token);
+    done.usage.drafted_tokens = job.drafted_tokens;
+    done.usage.accepted_tokens = job.accepted_tokens;
+    stats_.drafted_tokens += job.drafted_tokens;
+    stats_.accepted_tokens += job.accepted_tokens;
     stats_.input_tokens += done.usage.input_tokens;
     stats_.cached_tokens += done.usage.cached_tokens;
     stats_.output_tokens += done.usage.output_tokens;
@@ -1192,6 +1274,7 @@ class AgentRuntime::Engine {
     std::erase(queue_, &s);
     s.job_active = false;
     s.reserved_bytes = 0;
+    s.drafter.reset();
   }
 
   // --- residency ---

@@ -62,6 +62,8 @@ inline constexpr const char* kEngineThreadName = "hippo-engine";
 inline constexpr const char* kRestoreThreadName = "hippo-restore";
 inline constexpr const char* kStoreThreadName = "hippo-store";
 
+enum class Speculation { kOff, kContext };
+
 struct RuntimeOptions {
   std::string db_path = "hippo.db";
   uint64_t kv_memory_bytes = uint64_t{8} << 30;
@@ -85,6 +87,9 @@ struct RuntimeOptions {
   // Idle completion sessions kept per tenant for prefix reuse (respond_to_conversation); they are
   // also closed once unused for completion_max_age.
   int64_t max_prefix_sessions = 64;
+  // Speculative decoding: drafts from the session's own tokens (engine/speculative), verified by
+  // the model in the decode step, the output unchanged (docs/engine.md).
+  Speculation speculation = Speculation::kContext;
 };
 
 class AgentRuntime {

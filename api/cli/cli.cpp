@@ -37,6 +37,25 @@ CLI::Option* add_backend_option(CLI::App& command, std::string& backend) {
       ->capture_default_str();
 }
 
+CLI::Option* add_speculative_option(CLI::App& command, std::string& mode) {
+  return command
+      .add_option("--speculative", mode,
+                  "Speculative decoding, output unchanged: off, context (drafts what followed the latest earlier "
+                  "occurrence of the text's end in the session, verified by the model), dspark (not built yet), "
+                  "auto (context until DSpark is built)")
+      ->check(CLI::IsMember({"off", "context", "dspark", "auto"}))
+      ->capture_default_str();
+}
+
+Result<bool> context_drafting(const std::string& mode) {
+  if (mode == "dspark") {
+    return make_error(ErrorCode::kUnavailable,
+                      "--speculative dspark: DSpark drafting is not built yet (the checkpoint's mtp stages are loaded "
+                      "but unused); use --speculative context or auto");
+  }
+  return mode != "off";
+}
+
 CLI::App* add_unbuilt_command(CLI::App& parent, const std::string& name, const std::string& description,
                               const std::string& what, Invocation& invocation) {
   CLI::App* sub = parent.add_subcommand(name, description + " [not built yet]");

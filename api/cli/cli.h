@@ -55,6 +55,12 @@ void add_chat_command(CLI::App& app, Invocation& invocation);   // `hippo chat` 
 // backend with a device ("cuda:1"). Load reports a GPU that is missing.
 CLI::Option* add_backend_option(CLI::App& command, std::string& backend);
 
+// --speculative on a command that decodes: off; context (drafts from the session's own tokens,
+// engine/speculative); dspark (not built yet); auto (the best the checkpoint allows: today context).
+CLI::Option* add_speculative_option(CLI::App& command, std::string& mode);
+// Whether a mode drafts from context; dspark is refused, naming what is missing.
+Result<bool> context_drafting(const std::string& mode);
+
 // Registers a subcommand that exists in the interface but not yet in the code: running it says
 // so and exits with kExitUnavailable. `what` names the missing piece.
 CLI::App* add_unbuilt_command(CLI::App& parent, const std::string& name, const std::string& description,

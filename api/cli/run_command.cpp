@@ -5,6 +5,9 @@
 #include "base/log.h"
 #include "engine/model/model.h"
 #include "engine/sampling/sampler.h"
+#include "engine/speculative/context_drafter.h"
+#include "engine/speculative/draft_guard.h"
+#include "engine/speculative/verify_draft.h"
 #include "engine/tokenizer/chat_encoding.h"
 #include "engine/tokenizer/incremental_detokenizer.h"
 #include "engine/tokenizer/tokenizer.h"
@@ -32,6 +35,7 @@ struct RunCommand {
   int threads = 0;
   std::string backend = kernels::kDefaultBackend;
   int64_t chunk = 2048;
+  std::string speculative = "auto";
 };
 
 double seconds_since(std::chrono::steady_clock::time_point start) {
@@ -58,6 +62,7 @@ Result<std::vector<int32_t>> prompt_tokens(const RunCommand& cmd, const tokenize
 }
 
 Status run_generation(const RunCommand& cmd, std::ostream& out) {
+  HIPPO_ASSIGN_OR_RETURN(const bool speculative, context_drafting(cmd.speculative));
   const auto load_start = std::chrono::steady_clock::now();
   engine::ModelOptions options;
   options.n_threads = cmd.threads;
@@ -94,23 +99,61 @@ Status run_generation(const RunCommand& cmd, std::ostream& out) {
   const auto decode_start = std::chrono::steady_clock::now();
   int64_t generated = 0;
   std::string text;
-  while (generated < cmd.max_tokens) {
-    const int32_t token = sampler.next(state.next_logits());
+  int32_t last = 0;
+  // Takes a sampled token into the output; false once the output has ended.
+  auto take = [&](int32_t token) {
+    last = token;
     ++generated;
-    if (token == model->config().eos_token_id) break;
+    if (token == model->config().eos_token_id) return false;
     text.clear();
     detokenizer.push(token, text);
     out << text << std::flush;
-    if (generated == cmd.max_tokens) break;
-    HIPPO_RETURN_IF_ERROR(model->forward(state, std::span(&token, 1)));
+    return generated < cmd.max_tokens;
+  };
+  // With speculation, the last token goes in with the drafts behind it and the verify walk takes
+  // what the model agrees with (engine/speculative): the output is what one token at a time gives.
+  engine::ContextDrafter drafter;
+  engine::DraftGuard guard;
+  int64_t drafted = 0, accepted = 0;
+  bool going = take(sampler.next(state.next_logits()));
+  while (going) {
+    std::vector<int32_t> drafts;
+    const int64_t room = cmd.max_tokens - generated - 1;
+    if (speculative && room > 0 && guard.allows()) {
+      drafter.follow(state.token_ids(), std::span(&last, 1));
+      drafts = drafter.propose();
+      if (static_cast<int64_t>(drafts.size()) > room) drafts.resize(static_cast<size_t>(room));
+    }
+    if (drafts.empty()) {
+      HIPPO_RETURN_IF_ERROR(model->forward(state, std::span(&last, 1)));
+      going = take(sampler.next(state.next_logits()));
+      continue;
+    }
+    std::vector<int32_t> fed{last};
+    fed.insert(fed.end(), drafts.begin(), drafts.end());
+    std::vector<float> rows;
+    engine::ForwardRequest request{&state, fed, &rows, true};
+    HIPPO_RETURN_IF_ERROR(model->forward(std::span(&request, 1)));
+    const engine::DraftVerdict verdict = engine::verify_draft(
+        rows, model->text().vocab_size, drafts,
+        [&](std::span<const float> row, std::optional<int32_t> draft) {
+          return draft ? sampler.next(row, *draft) : sampler.next(row);
+        },
+        [&](int32_t token) { return going = take(token); });
+    HIPPO_RETURN_IF_ERROR(model->settle(state, verdict.keep, rows));
+    drafted += static_cast<int64_t>(drafts.size());
+    accepted += verdict.accepted;
+    guard.record(static_cast<int64_t>(drafts.size()), verdict.accepted);
   }
   text.clear();
   detokenizer.finish(text);
   out << text << "\n";
   const double decode_seconds = seconds_since(decode_start);
-  std::cerr << fmt::format("prompt {} tokens in {:.2f} s ({:.1f} tokens/s); generated {} tokens in {:.2f} s ({:.1f} tokens/s); seed {}\n",
+  std::cerr << fmt::format("prompt {} tokens in {:.2f} s ({:.1f} tokens/s); generated {} tokens in {:.2f} s ({:.1f} tokens/s); "
+                           "drafted {}, accepted {}; seed {}\n",
                            ids.size(), prefill_seconds, static_cast<double>(ids.size()) / prefill_seconds, generated,
-                           decode_seconds, static_cast<double>(generated) / decode_seconds, sampler.seed());
+                           decode_seconds, static_cast<double>(generated) / decode_seconds, drafted, accepted,
+                           sampler.seed());
   return Status::ok_status();
 }
 
@@ -133,6 +176,7 @@ void add_run_command(CLI::App& app, Invocation& inv) {
   run->add_option("--seed", cmd->sampling.seed, "Sampling seed (default: one drawn at random, printed at the end)");
   run->add_option("--threads", cmd->threads, "Compute threads (0 = one per CPU)")->check(CLI::NonNegativeNumber);
   add_backend_option(*run, cmd->backend);
+  add_speculative_option(*run, cmd->speculative);
   run->add_option("--chunk", cmd->chunk, "Prefill chunk in tokens")->check(CLI::PositiveNumber)->capture_default_str();
   run->parse_complete_callback([&inv, cmd, prompt, file] {
     inv.action = [&inv, cmd, prompt, file]() -> Status {

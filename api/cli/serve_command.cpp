@@ -57,6 +57,7 @@ struct ServeCommand {
   double stall_seconds = 30;
   double max_step_seconds = 0.25;
   double completion_max_age_hours = 24;
+  std::string speculative = "auto";
   uint64_t completion_max_bytes = uint64_t{1} << 30;
   int64_t max_prefix_sessions = agents::RuntimeOptions{}.max_prefix_sessions;
 };
@@ -129,6 +130,7 @@ Status run_server(const ServeCommand& cmd, std::ostream& out) {
   HIPPO_ASSIGN_OR_RETURN(std::unique_ptr<server::Authenticator> auth, server::Authenticator::open(cmd.db, auth_options));
   if (!auth_options.enabled) log::warn("authentication is off: every request acts for tenant default", {{"bind", cmd.bind}});
 
+  HIPPO_ASSIGN_OR_RETURN(const bool context_drafts, context_drafting(cmd.speculative));
   std::string model_dir = cmd.model_dir;
   if (model_dir.empty()) {
     HIPPO_RETURN_IF_ERROR(ensure_default_model(cmd));
@@ -149,6 +151,7 @@ Status run_server(const ServeCommand& cmd, std::ostream& out) {
   runtime_options.completion_max_age = std::chrono::seconds(static_cast<int64_t>(cmd.completion_max_age_hours * 3600));
   runtime_options.completion_max_bytes = cmd.completion_max_bytes;
   runtime_options.max_prefix_sessions = cmd.max_prefix_sessions;
+  runtime_options.speculation = context_drafts ? agents::Speculation::kContext : agents::Speculation::kOff;
   HIPPO_ASSIGN_OR_RETURN(std::unique_ptr<agents::AgentRuntime> runtime,
                          agents::AgentRuntime::open(*model, tokenizer, runtime_options));
   log::info("model loaded", {{"dir", model_dir},
@@ -207,6 +210,7 @@ void add_serve_command(CLI::App& app, Invocation& inv) {
       ->capture_default_str();
   serve->add_option("--threads", cmd->threads, "Compute threads (0 = one per CPU)")->check(CLI::NonNegativeNumber);
   add_backend_option(*serve, cmd->backend);
+  add_speculative_option(*serve, cmd->speculative);
   serve->add_option("--io-threads", cmd->io_threads, "Threads serving the sockets")->check(CLI::PositiveNumber)->capture_default_str();
   serve->add_option("--io-spin-us", cmd->io_spin_us,
                     "Microseconds an I/O thread keeps polling for work before it sleeps (0: at once). Lower "

@@ -59,6 +59,20 @@ std::string prometheus_text(const agents::RuntimeStats& s, const ServerCounters&
   metric(out, "hippo_generated_tokens_total", "counter", "Tokens sampled by finished responses.", s.output_tokens);
   metric(out, "hippo_prefill_seconds_total", "counter", "Prefill time of finished responses.", s.prefill_seconds);
   metric(out, "hippo_decode_seconds_total", "counter", "Decode time of finished responses.", s.decode_seconds);
+  metric(out, "hippo_drafted_tokens_total", "counter",
+         "Speculative draft tokens verified for finished responses.", s.drafted_tokens);
+  metric(out, "hippo_accepted_draft_tokens_total", "counter", "Of those, tokens taken as output.", s.accepted_tokens);
+  out += "# HELP hippo_draft_accepted_tokens Verified drafts by the tokens of each that were taken.\n"
+         "# TYPE hippo_draft_accepted_tokens histogram\n";
+  int64_t drafts = 0, accepted = 0;
+  for (size_t n = 0; n < s.drafts_by_accepted.size(); ++n) {
+    drafts += s.drafts_by_accepted[n];
+    accepted += static_cast<int64_t>(n) * s.drafts_by_accepted[n];
+    out += fmt::format("hippo_draft_accepted_tokens_bucket{{le=\"{}\"}} {}\n", n, drafts);
+  }
+  out += fmt::format("hippo_draft_accepted_tokens_bucket{{le=\"+Inf\"}} {}\nhippo_draft_accepted_tokens_sum {}\n"
+                     "hippo_draft_accepted_tokens_count {}\n",
+                     drafts, accepted, drafts);
   metric(out, "hippo_snapshot_seconds_total", "counter", "Time spent writing snapshots (until durable).",
          s.snapshot_seconds);
   metric(out, "hippo_resume_seconds_total", "counter", "Time spent restoring sessions from snapshots.",

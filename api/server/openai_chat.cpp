@@ -304,7 +304,11 @@ json::object usage_object(const agents::Usage& u) {
   return {{"prompt_tokens", u.input_tokens},
           {"completion_tokens", u.output_tokens},
           {"total_tokens", u.input_tokens + u.output_tokens},
-          {"prompt_tokens_details", {{"cached_tokens", u.cached_tokens}}}};
+          {"prompt_tokens_details", {{"cached_tokens", u.cached_tokens}}},
+          // OpenAI's fields for predicted outputs, which speculative drafts are.
+          {"completion_tokens_details",
+           {{"accepted_prediction_tokens", u.accepted_tokens},
+            {"rejected_prediction_tokens", u.drafted_tokens - u.accepted_tokens}}}};
 }
 
 std::string finish_reason_name(const std::string& reason) { return reason.empty() ? "stop" : reason; }

@@ -242,7 +242,9 @@ json::object usage_json(const agents::Usage& u) {
           {"output_tokens", u.output_tokens},
           {"prefill_ms", u.prefill_seconds * 1e3},
           {"decode_ms", u.decode_seconds * 1e3},
-          {"first_token_ms", u.first_token_seconds * 1e3}};
+          {"first_token_ms", u.first_token_seconds * 1e3},
+          {"drafted_tokens", u.drafted_tokens},
+          {"accepted_tokens", u.accepted_tokens}};
 }
 
 json::object response_event(const agents::ResponseEvent& e, const std::string& session_id,
