@@ -89,6 +89,7 @@ void add_bench_commands(CLI::App& app, Invocation& inv) {
 
   add_storage_bench(*bench, inv);
   add_bench_model_command(*bench, inv);
+  add_bench_speculative_command(*bench, inv);
   add_bench_kernels_command(*bench, inv);
   add_bench_agents_command(*bench, inv);
   add_bench_server_command(*bench, inv);

@@ -6,11 +6,11 @@
 // fails). scripts/bench_model.py runs the transformers reference on the same checkpoint and token
 // ids in the same run (docs/benchmarks/model.md).
 //
-// The token ids are reproducible outside hippo: a 64-bit LCG (state = state * 6364136223846793005 +
-// 1442695040888963407 mod 2^64, from state 12345), id = 3 + (state >> 33) mod (min(vocab, 128000) - 3);
-// the first L values are the prompt, the next N the decode tokens. The JSON report carries their
+// The token ids are reproducible outside hippo (bench_token_ids.h): the first L values are the
+// prompt, the next N the decode tokens. The JSON report carries their
 // FNV-1a 64 digest so that a peer can check it fed the same ids.
 #include "api/cli/bench_spread.h"
+#include "api/cli/bench_token_ids.h"
 #include "api/cli/cli.h"
 #include "api/cli/process_memory.h"
 #include "api/cli/token_count.h"
@@ -51,18 +51,6 @@ struct ModelBenchOptions {
 };
 
 double seconds_since(Clock::time_point start) { return std::chrono::duration<double>(Clock::now() - start).count(); }
-
-// The benchmark's token ids (see the top of this file).
-std::vector<int32_t> bench_token_ids(int64_t n, int64_t vocab) {
-  const uint64_t range = static_cast<uint64_t>(std::min<int64_t>(vocab, 128000) - 3);
-  std::vector<int32_t> ids(static_cast<size_t>(n));
-  uint64_t state = 12345;
-  for (auto& id : ids) {
-    state = state * 6364136223846793005ull + 1442695040888963407ull;
-    id = static_cast<int32_t>(3 + (state >> 33) % range);
-  }
-  return ids;
-}
 
 uint64_t fnv1a64(std::span<const int32_t> ids) {
   uint64_t h = 1469598103934665603ull;

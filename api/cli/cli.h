@@ -41,6 +41,7 @@ void add_bench_commands(CLI::App& app, Invocation& invocation);
 void add_bench_tokenizer_command(CLI::App& bench, Invocation& invocation);  // bench_tokenizer.cpp
 void add_storage_bench(CLI::App& bench, Invocation& invocation);            // `hippo bench storage`
 void add_bench_model_command(CLI::App& bench, Invocation& invocation);      // bench_model.cpp
+void add_bench_speculative_command(CLI::App& bench, Invocation& invocation);  // bench_speculative.cpp
 void add_bench_kernels_command(CLI::App& bench, Invocation& invocation);    // bench_kernels.cpp
 void add_bench_agents_command(CLI::App& bench, Invocation& invocation);     // bench_agents.cpp
 void add_bench_server_command(CLI::App& bench, Invocation& invocation);     // bench_server.cpp

@@ -5,9 +5,7 @@
 #include "base/log.h"
 #include "engine/model/model.h"
 #include "engine/sampling/sampler.h"
-#include "engine/speculative/context_drafter.h"
-#include "engine/speculative/draft_guard.h"
-#include "engine/speculative/verify_draft.h"
+#include "engine/speculative/decode_loop.h"
 #include "engine/tokenizer/chat_encoding.h"
 #include "engine/tokenizer/incremental_detokenizer.h"
 #include "engine/tokenizer/tokenizer.h"
@@ -97,63 +95,26 @@ Status run_generation(const RunCommand& cmd, std::ostream& out) {
   engine::Sampler sampler(cmd.sampling);
   tokenizer::IncrementalDetokenizer detokenizer(tokenizer);
   const auto decode_start = std::chrono::steady_clock::now();
-  int64_t generated = 0;
   std::string text;
-  int32_t last = 0;
-  // Takes a sampled token into the output; false once the output has ended.
+  // Each token into the output; EOS ends it.
   auto take = [&](int32_t token) {
-    last = token;
-    ++generated;
     if (token == model->config().eos_token_id) return false;
     text.clear();
     detokenizer.push(token, text);
     out << text << std::flush;
-    return generated < cmd.max_tokens;
+    return true;
   };
-  // With speculation, the last token goes in with the drafts behind it and the verify walk takes
-  // what the model agrees with (engine/speculative): the output is what one token at a time gives.
-  engine::ContextDrafter drafter;
-  engine::DraftGuard guard;
-  int64_t drafted = 0, accepted = 0;
-  bool going = take(sampler.next(state.next_logits()));
-  while (going) {
-    std::vector<int32_t> drafts;
-    const int64_t room = cmd.max_tokens - generated - 1;
-    if (speculative && room > 0 && guard.allows()) {
-      drafter.follow(state.token_ids(), std::span(&last, 1));
-      drafts = drafter.propose();
-      if (static_cast<int64_t>(drafts.size()) > room) drafts.resize(static_cast<size_t>(room));
-    }
-    if (drafts.empty()) {
-      HIPPO_RETURN_IF_ERROR(model->forward(state, std::span(&last, 1)));
-      going = take(sampler.next(state.next_logits()));
-      continue;
-    }
-    std::vector<int32_t> fed{last};
-    fed.insert(fed.end(), drafts.begin(), drafts.end());
-    std::vector<float> rows;
-    engine::ForwardRequest request{&state, fed, &rows, true};
-    HIPPO_RETURN_IF_ERROR(model->forward(std::span(&request, 1)));
-    const engine::DraftVerdict verdict = engine::verify_draft(
-        rows, model->text().vocab_size, drafts,
-        [&](std::span<const float> row, std::optional<int32_t> draft) {
-          return draft ? sampler.next(row, *draft) : sampler.next(row);
-        },
-        [&](int32_t token) { return going = take(token); });
-    HIPPO_RETURN_IF_ERROR(model->settle(state, verdict.keep, rows));
-    drafted += static_cast<int64_t>(drafts.size());
-    accepted += verdict.accepted;
-    guard.record(static_cast<int64_t>(drafts.size()), verdict.accepted);
-  }
+  HIPPO_ASSIGN_OR_RETURN(const engine::DecodeCounts counts,
+                         engine::decode_tokens(*model, state, sampler, speculative, cmd.max_tokens, take));
   text.clear();
   detokenizer.finish(text);
   out << text << "\n";
   const double decode_seconds = seconds_since(decode_start);
   std::cerr << fmt::format("prompt {} tokens in {:.2f} s ({:.1f} tokens/s); generated {} tokens in {:.2f} s ({:.1f} tokens/s); "
                            "drafted {}, accepted {}; seed {}\n",
-                           ids.size(), prefill_seconds, static_cast<double>(ids.size()) / prefill_seconds, generated,
-                           decode_seconds, static_cast<double>(generated) / decode_seconds, drafted, accepted,
-                           sampler.seed());
+                           ids.size(), prefill_seconds, static_cast<double>(ids.size()) / prefill_seconds,
+                           counts.generated, decode_seconds, static_cast<double>(counts.generated) / decode_seconds,
+                           counts.drafted, counts.accepted, sampler.seed());
   return Status::ok_status();
 }
 

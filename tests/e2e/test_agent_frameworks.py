@@ -7,6 +7,8 @@ tool-call history, as the official `openai` client and the OpenAI Agents SDK (`a
   concatenate to the plain greedy answer and `stream_options.include_usage` puts usage on the last chunk.
 - `tool_choice` naming a function and `parallel_tool_calls: false` are accepted.
 - Malformed history gets 400 naming the message (`messages[i]`) and stores nothing.
+- Speculative decoding (context drafts, on by default) answers as a server with `--speculative off` does, and
+  usage reports the drafts as OpenAI's predicted-output tokens; /metrics counts them too.
 - Prefix reuse never crosses tenants.
 - The Agents SDK (`OpenAIChatCompletionsModel`): `Runner.run`, its next turn from `result.to_input_list()` (cached),
   and input with `function_call`/`function_call_output` items.
@@ -25,7 +27,7 @@ import pytest
 from agents import (Agent, ModelSettings, OpenAIChatCompletionsModel, Runner, function_tool,
                     set_tracing_disabled)
 
-from serve_helpers import TIMEOUT, Server, make_checkpoint
+from serve_helpers import TIMEOUT, Server, make_checkpoint, metric
 
 set_tracing_disabled(True)  # the SDK would otherwise export traces to OpenAI
 
@@ -102,6 +104,31 @@ def test_tool_loop_plain_and_streamed(client):
         assert cached(turns[3][2]) >= turns[2][2].prompt_tokens, (turns[2][2], turns[3][2])
     assert [content for content, _, _ in streamed] == [content for content, _, _ in plain]
     assert [u.prompt_tokens for _, _, u in streamed] == [u.prompt_tokens for _, _, u in plain]
+
+
+def test_speculative_drafts_keep_the_answer_and_are_counted(server, checkpoint, tmp_path):
+    def ask_twice(client):
+        """A question, then the same question again after the answer. (The random model seldom repeats
+        itself, so drafts are rare here: tests/agents/speculation_test.cpp shows them accepted and
+        rejected; this test shows the answer unchanged and the counts reaching the client.)"""
+        question = {"role": "user", "content": "Tell me a story."}
+        kw = {"model": "tiny", "temperature": 0, "max_tokens": 96}
+        first = client.chat.completions.create(messages=[question], **kw).choices[0].message.content
+        return client.chat.completions.create(
+            messages=[question, {"role": "assistant", "content": first}, question], **kw)
+
+    drafted = ask_twice(client_for(server))
+    with Server(tmp_path, "--model", str(checkpoint), "--db", str(tmp_path / "off.db"), "--speculative", "off",
+                name="off") as off:
+        plain = ask_twice(client_for(off))
+        assert off.stop() == 0, off.log()
+    assert drafted.choices[0].message.content == plain.choices[0].message.content
+    assert drafted.usage.completion_tokens == plain.usage.completion_tokens
+    d, p = drafted.usage.completion_tokens_details, plain.usage.completion_tokens_details
+    assert d.accepted_prediction_tokens >= 0 and d.rejected_prediction_tokens >= 0, d
+    assert p.accepted_prediction_tokens == 0 and p.rejected_prediction_tokens == 0, p
+    assert metric(server, "hippo_drafted_tokens_total") >= d.accepted_prediction_tokens + d.rejected_prediction_tokens
+    assert metric(server, "hippo_accepted_draft_tokens_total") >= d.accepted_prediction_tokens
 
 
 def test_named_tool_choice_and_parallel_tool_calls_are_accepted(client):

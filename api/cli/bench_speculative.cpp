@@ -1,0 +1,204 @@
+// `hippo bench speculative`: what speculative decoding costs and gives on a checkpoint, at a context
+// of L tokens (bench_token_ids.h).
+//   verify cost  a forward of the last token and k = 1..5 drafts, settled keeping one token (a draft
+//                rejected whole), against a plain decode step; the k values interleaved within each
+//                repetition. From the ratio r_k follows the speedup at a per-token acceptance a:
+//                (1 - a^(k+1)) / (1 - a) tokens per verify over r_k, and the acceptance that breaks even.
+//   end to end   N greedy tokens decoded one at a time and with context drafts, which must be the same
+//                tokens (a fast wrong answer fails): tokens/s of both and the acceptance the drafter
+//                reached on this checkpoint's own output.
+#include "api/cli/bench_spread.h"
+#include "api/cli/bench_token_ids.h"
+#include "api/cli/cli.h"
+#include "api/cli/token_count.h"
+#include "engine/model/model.h"
+#include "engine/speculative/context_drafter.h"
+#include "engine/speculative/decode_loop.h"
+#include "kernels/backend_registry.h"
+
+#include <boost/json/serialize.hpp>
+#include <boost/json/value.hpp>
+#include <fmt/format.h>
+
+#include <chrono>
+#include <cmath>
+#include <ostream>
+
+namespace hippo::cli {
+namespace {
+
+using Clock = std::chrono::steady_clock;
+
+struct SpeculativeBenchOptions {
+  std::string model_dir;
+  std::string context = "1024";
+  int steps = 16;
+  int repetitions = 5;
+  int64_t generate = 128;
+  int threads = 0;
+  std::string backend = kernels::kDefaultBackend;
+  bool json = false;
+};
+
+double seconds_since(Clock::time_point start) { return std::chrono::duration<double>(Clock::now() - start).count(); }
+
+// Tokens per verify at per-token acceptance a with k drafts: 1 + a + ... + a^k.
+double tokens_per_verify(double a, int64_t k) {
+  double total = 0, term = 1;
+  for (int64_t i = 0; i <= k; ++i, term *= a) total += term;
+  return total;
+}
+
+// The acceptance at which k drafts at cost ratio r pay for themselves (1 when they never do).
+double break_even(double r, int64_t k) {
+  if (tokens_per_verify(1.0, k) <= r) return 1.0;
+  double lo = 0, hi = 1;
+  for (int i = 0; i < 60; ++i) ((tokens_per_verify((lo + hi) / 2, k) < r) ? lo : hi) = (lo + hi) / 2;
+  return hi;
+}
+
+// `steps` steps from `base`, each feeding the last token and k drafts (none: a plain decode step) and
+// settling one token.
+Result<double> time_steps(engine::Model& model, const engine::SessionState& base, const std::vector<int32_t>& ids,
+                          int64_t k, int steps) {
+  engine::SessionState state = base;
+  const auto start = Clock::now();
+  for (int s = 0; s < steps; ++s) {
+    const std::span<const int32_t> fed = std::span(ids).subspan(static_cast<size_t>(s), static_cast<size_t>(k + 1));
+    if (k == 0) {
+      HIPPO_RETURN_IF_ERROR(model.forward(state, fed));
+      continue;
+    }
+    std::vector<float> rows;
+    engine::ForwardRequest request{&state, fed, &rows, true};
+    HIPPO_RETURN_IF_ERROR(model.forward(std::span(&request, 1)));
+    HIPPO_RETURN_IF_ERROR(model.settle(state, 1, rows));
+  }
+  return seconds_since(start) / steps;
+}
+
+Status run_speculative_bench(const SpeculativeBenchOptions& options, std::ostream& out) {
+  HIPPO_ASSIGN_OR_RETURN(const int64_t n, parse_token_count(options.context, "--context", "1024 or 32K"));
+  engine::ModelOptions model_options;
+  model_options.n_threads = options.threads;
+  model_options.backend = options.backend;
+  HIPPO_ASSIGN_OR_RETURN(std::unique_ptr<engine::Model> model, engine::Model::load(options.model_dir, model_options));
+  constexpr int64_t kMaxDraft = engine::kMaxDraftTokens;
+  const std::vector<int32_t> ids = bench_token_ids(n + options.steps + kMaxDraft, model->text().vocab_size);
+  engine::SessionState base = model->new_session();
+  HIPPO_RETURN_IF_ERROR(model->prefill(base, std::span(ids).first(static_cast<size_t>(n))));
+  const std::vector<int32_t> decode_ids(ids.begin() + n, ids.end());
+
+  // Verify cost: one warm-up of each k, then the repetitions, k interleaved.
+  std::vector<std::vector<double>> seconds(kMaxDraft + 1);
+  for (int64_t k = 0; k <= kMaxDraft; ++k) HIPPO_RETURN_IF_ERROR(time_steps(*model, base, decode_ids, k, 2).status());
+  for (int r = 0; r < options.repetitions; ++r) {
+    for (int64_t k = 0; k <= kMaxDraft; ++k) {
+      HIPPO_ASSIGN_OR_RETURN(double s, time_steps(*model, base, decode_ids, k, options.steps));
+      seconds[static_cast<size_t>(k)].push_back(s);
+    }
+  }
+  std::vector<Spread> spread;
+  for (const auto& s : seconds) spread.push_back(spread_of(s));
+
+  // End to end, greedy: plain, then with context drafts, from the same state.
+  engine::SamplingParams greedy;
+  struct Run {
+    std::vector<int32_t> tokens;
+    engine::DecodeCounts counts;
+    double seconds = 0;
+  } runs[2];
+  for (int drafts = 0; drafts < 2; ++drafts) {
+    engine::SessionState state = base;
+    engine::Sampler sampler(greedy);
+    Run& run = runs[drafts];
+    const auto start = Clock::now();
+    HIPPO_ASSIGN_OR_RETURN(run.counts, engine::decode_tokens(*model, state, sampler, drafts == 1, options.generate,
+                                                             [&](int32_t token) {
+                                                               run.tokens.push_back(token);
+                                                               return true;
+                                                             }));
+    run.seconds = seconds_since(start);
+  }
+  if (runs[0].tokens != runs[1].tokens) {
+    return make_error(ErrorCode::kInternal, "bench speculative: greedy decoding with drafts gave other tokens than without");
+  }
+  const double plain_tps = static_cast<double>(runs[0].counts.generated) / runs[0].seconds;
+  const double drafted_tps = static_cast<double>(runs[1].counts.generated) / runs[1].seconds;
+  const double acceptance = runs[1].counts.drafted > 0 ? static_cast<double>(runs[1].counts.accepted) /
+                                                             static_cast<double>(runs[1].counts.drafted)
+                                                       : 0.0;
+
+  if (options.json) {
+    boost::json::array verify;
+    for (int64_t k = 0; k <= kMaxDraft; ++k) {
+      const double ratio = spread[static_cast<size_t>(k)].median / spread[0].median;
+      verify.push_back(boost::json::object{{"drafts", k},
+                                           {"seconds_median", spread[static_cast<size_t>(k)].median},
+                                           {"seconds_min", spread[static_cast<size_t>(k)].min},
+                                           {"seconds_max", spread[static_cast<size_t>(k)].max},
+                                           {"cost_ratio", ratio},
+                                           {"break_even_acceptance", k == 0 ? 0.0 : break_even(ratio, k)}});
+    }
+    out << boost::json::serialize(boost::json::object{
+               {"model", options.model_dir},
+               {"backend", model->backend_name()},
+               {"threads", model->n_threads()},
+               {"context", n},
+               {"verify", std::move(verify)},
+               {"generated", runs[0].counts.generated},
+               {"plain_tokens_per_s", plain_tps},
+               {"drafted_tokens_per_s", drafted_tps},
+               {"drafted", runs[1].counts.drafted},
+               {"accepted", runs[1].counts.accepted}})
+        << "\n";
+    return {};
+  }
+  out << fmt::format("{} on {} ({} threads), context {} tokens, {} steps x {} repetitions\n\n", options.model_dir,
+                     model->backend_name(), model->n_threads(), n, options.steps, options.repetitions);
+  out << fmt::format("{:>6} | {:>9} {:>19} | {:>6} | {:>10} {:>10} | {:>10}\n", "drafts", "ms/step", "(min..max)", "cost",
+                     "x at a=.5", "x at a=.8", "break-even");
+  for (int64_t k = 0; k <= kMaxDraft; ++k) {
+    const Spread& s = spread[static_cast<size_t>(k)];
+    const double ratio = s.median / spread[0].median;
+    out << fmt::format("{:>6} | {:>9.3f} {:>19} | {:>5.2f}x | {:>10.2f} {:>10.2f} | {:>10}\n", k, 1e3 * s.median,
+                       fmt::format("({:.3f}..{:.3f})", 1e3 * s.min, 1e3 * s.max), ratio,
+                       tokens_per_verify(0.5, k) / ratio, tokens_per_verify(0.8, k) / ratio,
+                       k == 0 ? std::string("-") : fmt::format("a = {:.2f}", break_even(ratio, k)));
+  }
+  out << fmt::format("\ngreedy, {} tokens: {:.1f} tokens/s plain, {:.1f} tokens/s with context drafts ({:.2f}x); "
+                     "{} drafted, {} accepted ({:.0f}%); identical tokens\n",
+                     runs[0].counts.generated, plain_tps, drafted_tps, drafted_tps / plain_tps, runs[1].counts.drafted,
+                     runs[1].counts.accepted, 100 * acceptance);
+  return {};
+}
+
+}  // namespace
+
+void add_bench_speculative_command(CLI::App& bench, Invocation& inv) {
+  auto options = std::make_shared<SpeculativeBenchOptions>();
+  CLI::App* cmd = bench.add_subcommand("speculative", "What a verify forward of drafts costs against a decode step, "
+                                                      "and greedy decoding with and without context drafts");
+  cmd->add_option("--model", options->model_dir, "Checkpoint directory (hippo model init writes one)")->required();
+  cmd->add_option("--context", options->context, "Context in tokens before the decode steps (1024, 32K)")
+      ->capture_default_str();
+  cmd->add_option("--steps", options->steps, "Timed steps per draft length and repetition")
+      ->check(CLI::PositiveNumber)
+      ->capture_default_str();
+  cmd->add_option("--repetitions", options->repetitions, "Timed runs per draft length after one warm-up")
+      ->check(CLI::PositiveNumber)
+      ->capture_default_str();
+  cmd->add_option("--generate", options->generate, "Greedy tokens of the end-to-end comparison")
+      ->check(CLI::PositiveNumber)
+      ->capture_default_str();
+  cmd->add_option("--threads", options->threads, "Engine threads (0 = every logical CPU)")
+      ->check(CLI::NonNegativeNumber)
+      ->capture_default_str();
+  add_backend_option(*cmd, options->backend);
+  cmd->add_flag("--json", options->json, "One JSON object instead of a table");
+  cmd->parse_complete_callback([&inv, options] {
+    inv.action = [&inv, options] { return run_speculative_bench(*options, *inv.out); };
+  });
+}
+
+}  // namespace hippo::cli
