@@ -190,7 +190,7 @@ TEST_CASE("idle prefix sessions are bounded per tenant, least recently used clos
 
   // A cancelled response's session is closed: no one can continue it.
   Collector c;
-  ResponseOptions long_answer = greedy(200);
+  ResponseOptions long_answer = greedy(20000);  // long enough to be running when cancelled, drafts or not
   auto started = rt->respond_to_conversation(settings, std::nullopt, {user("four")}, long_answer, c.sink());
   REQUIRE(started.ok());
   REQUIRE(rt->cancel(started->session_id).ok());

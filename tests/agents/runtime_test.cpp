@@ -753,7 +753,7 @@ TEST_CASE("a fork continues exactly as its source would, and belongs to the same
   // Not while a response runs; not of a session that does not exist.
   REQUIRE(rt->append_input(*source, {{InputItem::Kind::kUserMessage, "Talk for a long time.", ""}}).ok());
   Collector running;
-  REQUIRE(rt->create_response(*source, greedy(200), running.sink()).ok());
+  REQUIRE(rt->create_response(*source, greedy(20000), running.sink()).ok());  // still running at the fork
   CHECK(rt->fork_session(*source).status().code() == ErrorCode::kFailedPrecondition);
   REQUIRE(rt->cancel(*source).ok());
   running.wait();
