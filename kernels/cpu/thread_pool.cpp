@@ -2,7 +2,40 @@
 
 #include <algorithm>
 
+#if defined(__x86_64__)
+#include <immintrin.h>
+#endif
+
 namespace hippo::kernels::cpu {
+
+namespace {
+
+using Clock = std::chrono::steady_clock;
+
+void cpu_relax() {
+#if defined(__x86_64__)
+  _mm_pause();
+#else
+  std::this_thread::yield();
+#endif
+}
+
+// Polls `done` until it holds or `spin` has passed; true when it holds. Checks the clock once per
+// 64 polls, and yields now and then so that a thread waiting for this core gets it.
+template <typename Done>
+bool spin_until(const Done& done, std::chrono::microseconds spin) {
+  const auto deadline = Clock::now() + spin;
+  for (std::uint32_t i = 1;; ++i) {
+    if (done()) return true;
+    if (i % 64 == 0) {
+      if (Clock::now() > deadline) return false;
+      if (i % 1024 == 0) std::this_thread::yield();
+    }
+    cpu_relax();
+  }
+}
+
+}  // namespace
 
 ThreadPool::ThreadPool(int n_threads) {
   if (n_threads <= 0) n_threads = static_cast<int>(std::max(1u, std::thread::hardware_concurrency()));
@@ -12,7 +45,7 @@ ThreadPool::ThreadPool(int n_threads) {
 ThreadPool::~ThreadPool() {
   {
     std::lock_guard lock(mutex_);
-    stopping_ = true;
+    stopping_.store(true);
   }
   work_ready_.notify_all();
   for (auto& t : workers_) t.join();
@@ -28,16 +61,18 @@ void ThreadPool::run_range(int index) {
 void ThreadPool::worker_loop(int index) {
   std::uint64_t seen = 0;
   for (;;) {
-    {
+    auto posted = [&] { return stopping_.load(std::memory_order_acquire) || generation_.load(std::memory_order_acquire) != seen; };
+    if (!spin_until(posted, kSpin)) {
       std::unique_lock lock(mutex_);
-      work_ready_.wait(lock, [&] { return stopping_ || generation_ != seen; });
-      if (stopping_) return;
-      seen = generation_;
+      work_ready_.wait(lock, posted);
     }
+    if (stopping_.load(std::memory_order_acquire)) return;
+    seen = generation_.load(std::memory_order_acquire);
     run_range(index);
-    {
+    if (pending_.fetch_sub(1, std::memory_order_acq_rel) == 1) {
+      // The caller may be about to sleep: taking the mutex orders this wake after its check.
       std::lock_guard lock(mutex_);
-      if (--pending_ == 0) work_done_.notify_one();
+      work_done_.notify_one();
     }
   }
 }
@@ -48,17 +83,21 @@ void ThreadPool::parallel_for(std::int64_t n, const std::function<void(std::int6
     fn(0, n);
     return;
   }
+  task_ = &fn;
+  n_ = n;
+  pending_.store(static_cast<int>(workers_.size()), std::memory_order_relaxed);
   {
+    // Under the mutex, so that a worker between its last poll and its sleep cannot miss it.
     std::lock_guard lock(mutex_);
-    task_ = &fn;
-    n_ = n;
-    pending_ = static_cast<int>(workers_.size());
-    ++generation_;
+    generation_.fetch_add(1, std::memory_order_release);
   }
   work_ready_.notify_all();
   run_range(0);
-  std::unique_lock lock(mutex_);
-  work_done_.wait(lock, [&] { return pending_ == 0; });
+  auto finished = [&] { return pending_.load(std::memory_order_acquire) == 0; };
+  if (!spin_until(finished, kSpin)) {
+    std::unique_lock lock(mutex_);
+    work_done_.wait(lock, finished);
+  }
   task_ = nullptr;
 }
 

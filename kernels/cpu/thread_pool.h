@@ -1,8 +1,16 @@
 // A fixed set of worker threads for data-parallel kernels. The calling thread works too, so a
 // pool of size 1 runs everything inline. Work is split statically into contiguous ranges: the
 // same n and pool size always give every thread the same range.
+//
+// A decode step is hundreds of short parallel_for calls, so the hand-off must be cheap: workers and
+// the caller spin on atomics for a while (kSpin) before they sleep on a condition variable. Waking
+// a sleeping thread costs tens of microseconds on some VMs (an idle vCPU is halted and needs an
+// interrupt), which made a 2-thread decode of `tiny` 20x slower than 1 thread there
+// (docs/BENCHMARKS.md).
 #pragma once
 
+#include <atomic>
+#include <chrono>
 #include <condition_variable>
 #include <cstdint>
 #include <functional>
@@ -27,18 +35,22 @@ class ThreadPool {
   void parallel_for(std::int64_t n, const std::function<void(std::int64_t begin, std::int64_t end)>& fn);
 
  private:
+  // How long an idle worker, or a caller waiting for the workers, polls before it sleeps: longer
+  // than the gaps between a forward's parallel_for calls, short enough not to matter when idle.
+  static constexpr std::chrono::microseconds kSpin{2000};
+
   void worker_loop(int index);
   void run_range(int index);
 
   std::vector<std::thread> workers_;
-  std::mutex mutex_;
+  std::mutex mutex_;  // for sleeping and waking only; the hand-off itself is the atomics below
   std::condition_variable work_ready_;
   std::condition_variable work_done_;
-  const std::function<void(std::int64_t, std::int64_t)>* task_ = nullptr;
+  const std::function<void(std::int64_t, std::int64_t)>* task_ = nullptr;  // published by generation_
   std::int64_t n_ = 0;
-  std::uint64_t generation_ = 0;  // bumped per parallel_for; workers run once per generation
-  int pending_ = 0;               // workers still running the current generation
-  bool stopping_ = false;
+  std::atomic<std::uint64_t> generation_{0};  // bumped per parallel_for; workers run once per generation
+  std::atomic<int> pending_{0};               // workers still running the current generation
+  std::atomic<bool> stopping_{false};
 };
 
 }  // namespace hippo::kernels::cpu

@@ -4,6 +4,8 @@
 
 #include <algorithm>
 #include <atomic>
+#include <chrono>
+#include <thread>
 #include <vector>
 
 using hippo::kernels::cpu::ThreadPool;
@@ -34,4 +36,17 @@ TEST_CASE("a pool runs many rounds and splits the same n the same way", "[thread
     CHECK(begins == first);
   }
   CHECK(first == std::vector<std::int64_t>{0, 3, 6, 8});
+}
+
+TEST_CASE("workers that went to sleep after spinning wake for the next call", "[thread_pool]") {
+  ThreadPool pool(3);
+  for (int round = 0; round < 4; ++round) {
+    std::this_thread::sleep_for(std::chrono::milliseconds(10));  // past the pool's spin: its workers sleep
+    std::vector<std::atomic<int>> hits(30);
+    pool.parallel_for(30, [&](std::int64_t begin, std::int64_t end) {
+      if (begin == 20) std::this_thread::sleep_for(std::chrono::milliseconds(5));  // a worker: the caller waits past its spin
+      for (std::int64_t i = begin; i < end; ++i) hits[static_cast<std::size_t>(i)]++;
+    });
+    for (auto& h : hits) CHECK(h.load() == 1);
+  }
 }
