@@ -77,7 +77,8 @@ std::vector<int32_t> ContextDrafter::propose() const {
   }
   if (best < 0) return {};
   std::vector<int32_t> draft;
-  for (int64_t k = 0; k < options_.max_draft; ++k) {
+  const int64_t n = std::min(options_.max_draft, best_length - options_.min_match + 1);
+  for (int64_t k = 0; k < n; ++k) {
     const int64_t at = best + 1 + k;  // <= last + k: in the tokens, or in the draft itself
     draft.push_back(at <= last ? tokens_[static_cast<size_t>(at)] : draft[static_cast<size_t>(at - last - 1)]);
   }

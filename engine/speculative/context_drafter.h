@@ -32,9 +32,11 @@ class ContextDrafter {
   // (shorter, or another token at the last position indexed) is indexed from scratch.
   // The sequence is `tokens` then `tail` (a token sampled but not yet in the model's state).
   void follow(std::span<const int32_t> tokens, std::span<const int32_t> tail = {});
-  // Up to max_draft tokens that followed the best earlier match of the sequence's suffix, continued
+  // The tokens that followed the best earlier match of the sequence's suffix, continued
   // periodically where that match runs into the suffix itself; empty when nothing matches
-  // min_match tokens.
+  // min_match tokens. As many as the match is longer than min_match, plus one, up to max_draft: a
+  // verify row costs a fraction of a decode step and a longer match is likelier to go on (a
+  // one-token draft pays off from about 10% acceptance, five need about 60%; docs/BENCHMARKS.md).
   std::vector<int32_t> propose() const;
 
   int64_t n_tokens() const { return static_cast<int64_t>(tokens_.size()); }
