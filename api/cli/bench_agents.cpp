@@ -546,7 +546,7 @@ void add_bench_agents_command(CLI::App& bench, Invocation& inv) {
   auto o = std::make_shared<AgentsBenchOptions>();
   CLI::App* cmd = bench.add_subcommand("agents", "The agent runtime: batching, latency under prefill, resume, idle memory, latency during a swap-out");
   cmd->add_option("--model", o->model_dir, "Checkpoint directory (hippo model init writes one)")->required();
-  cmd->add_option("--threads", o->threads, "Engine threads (0 = every logical CPU)")->check(CLI::NonNegativeNumber);
+  add_engine_threads_option(*cmd, o->threads);
   cmd->add_option("--sessions", o->sessions, "Concurrent sessions for the batching section")->delimiter(',')->capture_default_str();
   cmd->add_option("--decode-tokens", o->decode_tokens, "Tokens each session samples (batching)")
       ->check(CLI::PositiveNumber)->capture_default_str();

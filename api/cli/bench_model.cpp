@@ -353,9 +353,7 @@ void add_bench_model_command(CLI::App& bench, Invocation& inv) {
   cmd->add_option("--repetitions", options->repetitions, "Timed runs per context after one warm-up")
       ->check(CLI::PositiveNumber)
       ->capture_default_str();
-  cmd->add_option("--threads", options->threads, "Engine threads (0 = every logical CPU)")
-      ->check(CLI::NonNegativeNumber)
-      ->capture_default_str();
+  add_engine_threads_option(*cmd, options->threads);
   add_backend_option(*cmd, options->backend);
   cmd->add_option("--chunk", options->chunk, "Prefill tokens per forward step")
       ->check(CLI::PositiveNumber)

@@ -770,7 +770,7 @@ void add_bench_server_command(CLI::App& bench, Invocation& inv) {
   CLI::App* cmd = bench.add_subcommand(
       "server", "The agent server over real sockets: overhead per streamed token, idle connections, resume, a stateless conversation");
   cmd->add_option("--model", o->model_dir, "Checkpoint directory (hippo model init writes one)")->required();
-  cmd->add_option("--threads", o->threads, "Engine threads (0 = every logical CPU)")->check(CLI::NonNegativeNumber);
+  add_engine_threads_option(*cmd, o->threads);
   cmd->add_option("--sessions", o->sessions, "Sessions streaming at once (overhead)")
       ->check(CLI::PositiveNumber)->capture_default_str();
   cmd->add_option("--tokens", o->tokens, "Tokens each session streams (overhead)")

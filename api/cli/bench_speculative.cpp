@@ -4,15 +4,15 @@
 //                rejected whole), against a plain decode step; the k values interleaved within each
 //                repetition. From the ratio r_k follows the speedup at a per-token acceptance a:
 //                (1 - a^(k+1)) / (1 - a) tokens per verify over r_k, and the acceptance that breaks even.
-//   end to end   N greedy tokens decoded one at a time and with context drafts, which must be the same
-//                tokens (a fast wrong answer fails): tokens/s of both and the acceptance the drafter
-//                reached on this checkpoint's own output.
+//   end to end   N greedy tokens decoded one at a time, with context drafts, with an oracle's drafts
+//                (the plain run's next tokens: every one accepted) and with wrong drafts (every one
+//                rejected), which must all give the same tokens (a fast wrong answer fails):
+//                tokens/s, tokens per verify step and the acceptance per draft slot.
 #include "api/cli/bench_spread.h"
 #include "api/cli/bench_token_ids.h"
 #include "api/cli/cli.h"
 #include "api/cli/token_count.h"
 #include "engine/model/model.h"
-#include "engine/speculative/context_drafter.h"
 #include "engine/speculative/decode_loop.h"
 #include "kernels/backend_registry.h"
 
@@ -23,6 +23,7 @@
 #include <chrono>
 #include <cmath>
 #include <ostream>
+#include <string_view>
 
 namespace hippo::cli {
 namespace {
@@ -77,6 +78,24 @@ Result<double> time_steps(engine::Model& model, const engine::SessionState& base
   return seconds_since(start) / steps;
 }
 
+// One end-to-end decode of the bench.
+struct DecodeRun {
+  const char* name = "";
+  std::vector<int32_t> tokens;
+  engine::DecodeCounts counts;
+  double seconds = 0;
+
+  double tokens_per_s() const { return static_cast<double>(counts.generated) / seconds; }
+  // Tokens a step with drafts gives (accepted drafts and the model's own); 1 without drafts.
+  double tokens_per_verify() const {
+    return counts.verifies == 0 ? 1.0 : static_cast<double>(counts.accepted + counts.verifies) / static_cast<double>(counts.verifies);
+  }
+  // Of the drafts in slot j, the share accepted (each was reached: the ones before it were).
+  double slot_acceptance(size_t j) const {
+    return counts.drafted_at[j] == 0 ? 0.0 : static_cast<double>(counts.accepted_at[j]) / static_cast<double>(counts.drafted_at[j]);
+  }
+};
+
 Status run_speculative_bench(const SpeculativeBenchOptions& options, std::ostream& out) {
   HIPPO_ASSIGN_OR_RETURN(const int64_t n, parse_token_count(options.context, "--context", "1024 or 32K"));
   engine::ModelOptions model_options;
@@ -101,33 +120,47 @@ Status run_speculative_bench(const SpeculativeBenchOptions& options, std::ostrea
   std::vector<Spread> spread;
   for (const auto& s : seconds) spread.push_back(spread_of(s));
 
-  // End to end, greedy: plain, then with context drafts, from the same state.
+  // End to end, greedy, from the same state: plain; context drafts; an oracle that drafts the plain
+  // run's next tokens (every draft accepted: the most drafts can give); and one that drafts wrong
+  // tokens (every draft rejected: what the guard lets failing drafts cost).
   engine::SamplingParams greedy;
-  struct Run {
-    std::vector<int32_t> tokens;
-    engine::DecodeCounts counts;
-    double seconds = 0;
-  } runs[2];
-  for (int drafts = 0; drafts < 2; ++drafts) {
+  std::vector<int32_t> plain_tokens;
+  const auto vocab = static_cast<int32_t>(model->text().vocab_size);
+  auto oracle = [&](bool right) -> engine::DraftSource {
+    return [&, right](std::span<const int32_t> tokens, int32_t) {
+      std::vector<int32_t> d;  // the state holds the context and the output before `last`
+      for (auto i = static_cast<size_t>(static_cast<int64_t>(tokens.size()) - n + 1);
+           i < plain_tokens.size() && d.size() < static_cast<size_t>(kMaxDraft); ++i) {
+        d.push_back(right ? plain_tokens[i] : (plain_tokens[i] + 1) % vocab);
+      }
+      return d;
+    };
+  };
+  std::vector<DecodeRun> runs;
+  for (const char* name : {"plain", "context drafts", "all accepted", "all rejected"}) {
+    DecodeRun run;
+    run.name = name;
+    const std::string_view which = name;
+    const engine::DraftSource source = which == "plain"            ? engine::DraftSource{}
+                                       : which == "context drafts" ? engine::context_draft_source()
+                                                                   : oracle(which == "all accepted");
     engine::SessionState state = base;
     engine::Sampler sampler(greedy);
-    Run& run = runs[drafts];
     const auto start = Clock::now();
-    HIPPO_ASSIGN_OR_RETURN(run.counts, engine::decode_tokens(*model, state, sampler, drafts == 1, options.generate,
+    HIPPO_ASSIGN_OR_RETURN(run.counts, engine::decode_tokens(*model, state, sampler, source, options.generate,
                                                              [&](int32_t token) {
                                                                run.tokens.push_back(token);
                                                                return true;
                                                              }));
     run.seconds = seconds_since(start);
+    if (runs.empty()) plain_tokens = run.tokens;
+    if (run.tokens != plain_tokens) {
+      return make_error(ErrorCode::kInternal, "bench speculative: greedy decoding with {} gave other tokens than without",
+                        name);
+    }
+    runs.push_back(std::move(run));
   }
-  if (runs[0].tokens != runs[1].tokens) {
-    return make_error(ErrorCode::kInternal, "bench speculative: greedy decoding with drafts gave other tokens than without");
-  }
-  const double plain_tps = static_cast<double>(runs[0].counts.generated) / runs[0].seconds;
-  const double drafted_tps = static_cast<double>(runs[1].counts.generated) / runs[1].seconds;
-  const double acceptance = runs[1].counts.drafted > 0 ? static_cast<double>(runs[1].counts.accepted) /
-                                                             static_cast<double>(runs[1].counts.drafted)
-                                                       : 0.0;
+  const double plain_tps = runs[0].tokens_per_s();
 
   if (options.json) {
     boost::json::array verify;
@@ -140,17 +173,26 @@ Status run_speculative_bench(const SpeculativeBenchOptions& options, std::ostrea
                                            {"cost_ratio", ratio},
                                            {"break_even_acceptance", k == 0 ? 0.0 : break_even(ratio, k)}});
     }
-    out << boost::json::serialize(boost::json::object{
-               {"model", options.model_dir},
-               {"backend", model->backend_name()},
-               {"threads", model->n_threads()},
-               {"context", n},
-               {"verify", std::move(verify)},
-               {"generated", runs[0].counts.generated},
-               {"plain_tokens_per_s", plain_tps},
-               {"drafted_tokens_per_s", drafted_tps},
-               {"drafted", runs[1].counts.drafted},
-               {"accepted", runs[1].counts.accepted}})
+    boost::json::array decode;
+    for (const DecodeRun& r : runs) {
+      boost::json::array per_slot;
+      for (size_t j = 0; j < r.counts.drafted_at.size(); ++j) per_slot.push_back(r.slot_acceptance(j));
+      decode.push_back(boost::json::object{{"drafts", r.name},
+                                           {"generated", r.counts.generated},
+                                           {"tokens_per_s", r.tokens_per_s()},
+                                           {"speedup", r.tokens_per_s() / plain_tps},
+                                           {"drafted", r.counts.drafted},
+                                           {"accepted", r.counts.accepted},
+                                           {"verifies", r.counts.verifies},
+                                           {"tokens_per_verify", r.tokens_per_verify()},
+                                           {"acceptance_per_slot", std::move(per_slot)}});
+    }
+    out << boost::json::serialize(boost::json::object{{"model", options.model_dir},
+                                                      {"backend", model->backend_name()},
+                                                      {"threads", model->n_threads()},
+                                                      {"context", n},
+                                                      {"verify", std::move(verify)},
+                                                      {"decode", std::move(decode)}})
         << "\n";
     return {};
   }
@@ -166,10 +208,17 @@ Status run_speculative_bench(const SpeculativeBenchOptions& options, std::ostrea
                        tokens_per_verify(0.5, k) / ratio, tokens_per_verify(0.8, k) / ratio,
                        k == 0 ? std::string("-") : fmt::format("a = {:.2f}", break_even(ratio, k)));
   }
-  out << fmt::format("\ngreedy, {} tokens: {:.1f} tokens/s plain, {:.1f} tokens/s with context drafts ({:.2f}x); "
-                     "{} drafted, {} accepted ({:.0f}%); identical tokens\n",
-                     runs[0].counts.generated, plain_tps, drafted_tps, drafted_tps / plain_tps, runs[1].counts.drafted,
-                     runs[1].counts.accepted, 100 * acceptance);
+  out << fmt::format("\ngreedy, {} tokens each, the same tokens in every run:\n{:>15} | {:>9} {:>7} | {:>7} {:>8} {:>8} | {}\n",
+                     options.generate, "drafts", "tokens/s", "speedup", "drafted", "accepted", "tok/step",
+                     "acceptance per slot");
+  for (const DecodeRun& r : runs) {
+    std::string per_slot;
+    for (size_t j = 0; j < r.counts.drafted_at.size(); ++j) {
+      per_slot += r.counts.drafted_at[j] == 0 ? "   -" : fmt::format(" {:.2f}", r.slot_acceptance(j));
+    }
+    out << fmt::format("{:>15} | {:>9.1f} {:>6.2f}x | {:>7} {:>8} {:>8.2f} |{}\n", r.name, r.tokens_per_s(),
+                       r.tokens_per_s() / plain_tps, r.counts.drafted, r.counts.accepted, r.tokens_per_verify(), per_slot);
+  }
   return {};
 }
 
@@ -179,6 +228,7 @@ void add_bench_speculative_command(CLI::App& bench, Invocation& inv) {
   auto options = std::make_shared<SpeculativeBenchOptions>();
   CLI::App* cmd = bench.add_subcommand("speculative", "What a verify forward of drafts costs against a decode step, "
                                                       "and greedy decoding with and without context drafts");
+  cmd->alias("spec");
   cmd->add_option("--model", options->model_dir, "Checkpoint directory (hippo model init writes one)")->required();
   cmd->add_option("--context", options->context, "Context in tokens before the decode steps (1024, 32K)")
       ->capture_default_str();
@@ -191,9 +241,7 @@ void add_bench_speculative_command(CLI::App& bench, Invocation& inv) {
   cmd->add_option("--generate", options->generate, "Greedy tokens of the end-to-end comparison")
       ->check(CLI::PositiveNumber)
       ->capture_default_str();
-  cmd->add_option("--threads", options->threads, "Engine threads (0 = every logical CPU)")
-      ->check(CLI::NonNegativeNumber)
-      ->capture_default_str();
+  add_engine_threads_option(*cmd, options->threads);
   add_backend_option(*cmd, options->backend);
   cmd->add_flag("--json", options->json, "One JSON object instead of a table");
   cmd->parse_complete_callback([&inv, options] {

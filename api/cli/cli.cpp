@@ -37,6 +37,12 @@ CLI::Option* add_backend_option(CLI::App& command, std::string& backend) {
       ->capture_default_str();
 }
 
+CLI::Option* add_engine_threads_option(CLI::App& command, int& threads) {
+  return command.add_option("--threads", threads, "Engine compute threads (0 = one per logical CPU)")
+      ->check(CLI::NonNegativeNumber)
+      ->capture_default_str();
+}
+
 CLI::Option* add_speculative_option(CLI::App& command, std::string& mode) {
   return command
       .add_option("--speculative", mode,

@@ -56,6 +56,9 @@ void add_chat_command(CLI::App& app, Invocation& invocation);   // `hippo chat` 
 // backend with a device ("cuda:1"). Load reports a GPU that is missing.
 CLI::Option* add_backend_option(CLI::App& command, std::string& backend);
 
+// --threads on a command that runs the engine: its compute threads, 0 = one per logical CPU.
+CLI::Option* add_engine_threads_option(CLI::App& command, int& threads);
+
 // --speculative on a command that decodes: off; context (drafts from the session's own tokens,
 // engine/speculative); dspark (not built yet); auto (the best the checkpoint allows: today context).
 CLI::Option* add_speculative_option(CLI::App& command, std::string& mode);

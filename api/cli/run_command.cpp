@@ -105,7 +105,9 @@ Status run_generation(const RunCommand& cmd, std::ostream& out) {
     return true;
   };
   HIPPO_ASSIGN_OR_RETURN(const engine::DecodeCounts counts,
-                         engine::decode_tokens(*model, state, sampler, speculative, cmd.max_tokens, take));
+                         engine::decode_tokens(*model, state, sampler,
+                                               speculative ? engine::context_draft_source() : engine::DraftSource{},
+                                               cmd.max_tokens, take));
   text.clear();
   detokenizer.finish(text);
   out << text << "\n";
@@ -135,7 +137,7 @@ void add_run_command(CLI::App& app, Invocation& inv) {
   run->add_option("--top-p", cmd->sampling.top_p, "Nucleus sampling mass (1 = off)")->check(CLI::Range(0.0, 1.0));
   run->add_option("--min-p", cmd->sampling.min_p, "Drop tokens below min-p times the best (0 = off)")->check(CLI::Range(0.0, 1.0));
   run->add_option("--seed", cmd->sampling.seed, "Sampling seed (default: one drawn at random, printed at the end)");
-  run->add_option("--threads", cmd->threads, "Compute threads (0 = one per CPU)")->check(CLI::NonNegativeNumber);
+  add_engine_threads_option(*run, cmd->threads);
   add_backend_option(*run, cmd->backend);
   add_speculative_option(*run, cmd->speculative);
   run->add_option("--chunk", cmd->chunk, "Prefill chunk in tokens")->check(CLI::PositiveNumber)->capture_default_str();

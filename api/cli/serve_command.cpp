@@ -208,7 +208,7 @@ void add_serve_command(CLI::App& app, Invocation& inv) {
       ->transform(CLI::AsSizeValue(false))
       ->check(CLI::PositiveNumber)
       ->capture_default_str();
-  serve->add_option("--threads", cmd->threads, "Compute threads (0 = one per CPU)")->check(CLI::NonNegativeNumber);
+  add_engine_threads_option(*serve, cmd->threads);
   add_backend_option(*serve, cmd->backend);
   add_speculative_option(*serve, cmd->speculative);
   serve->add_option("--io-threads", cmd->io_threads, "Threads serving the sockets")->check(CLI::PositiveNumber)->capture_default_str();

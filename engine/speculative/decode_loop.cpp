@@ -1,12 +1,21 @@
 #include "engine/speculative/decode_loop.h"
 
-#include "engine/speculative/context_drafter.h"
 #include "engine/speculative/draft_guard.h"
 #include "engine/speculative/verify_draft.h"
 
+#include <memory>
+
 namespace hippo::engine {
 
-Result<DecodeCounts> decode_tokens(Model& model, SessionState& state, Sampler& sampler, bool drafts,
+DraftSource context_draft_source() {
+  auto drafter = std::make_shared<ContextDrafter>();
+  return [drafter](std::span<const int32_t> tokens, int32_t last) {
+    drafter->follow(tokens, std::span(&last, 1));
+    return drafter->propose();
+  };
+}
+
+Result<DecodeCounts> decode_tokens(Model& model, SessionState& state, Sampler& sampler, const DraftSource& drafts,
                                    int64_t max_tokens, const std::function<bool(int32_t)>& take) {
   DecodeCounts counts;
   if (max_tokens <= 0) return counts;
@@ -18,15 +27,13 @@ Result<DecodeCounts> decode_tokens(Model& model, SessionState& state, Sampler& s
     going = take(token) && counts.generated < max_tokens;
     return going;
   };
-  ContextDrafter drafter;
   DraftGuard guard;
   give(sampler.next(state.next_logits()));
   while (going) {
     std::vector<int32_t> proposal;
-    const int64_t room = max_tokens - counts.generated - 1;
+    const int64_t room = std::min(max_tokens - counts.generated - 1, kMaxDraftTokens);
     if (drafts && room > 0 && guard.allows()) {
-      drafter.follow(state.token_ids(), std::span(&last, 1));
-      proposal = drafter.propose();
+      proposal = drafts(state.token_ids(), last);
       if (static_cast<int64_t>(proposal.size()) > room) proposal.resize(static_cast<size_t>(room));
     }
     if (proposal.empty()) {
@@ -46,9 +53,13 @@ Result<DecodeCounts> decode_tokens(Model& model, SessionState& state, Sampler& s
         },
         give);
     HIPPO_RETURN_IF_ERROR(model.settle(state, verdict.keep, rows));
-    counts.drafted += static_cast<int64_t>(proposal.size());
+    const auto n = static_cast<int64_t>(proposal.size());
+    counts.drafted += n;
     counts.accepted += verdict.accepted;
-    guard.record(static_cast<int64_t>(proposal.size()), verdict.accepted);
+    ++counts.verifies;
+    for (int64_t j = 0; j < n; ++j) ++counts.drafted_at[static_cast<size_t>(j)];
+    for (int64_t j = 0; j < verdict.accepted; ++j) ++counts.accepted_at[static_cast<size_t>(j)];
+    guard.record(n, verdict.accepted);
   }
   return counts;
 }

@@ -1,27 +1,41 @@
-// One session decoded token by token, with or without context drafts: `hippo run` and `hippo bench
+// One session decoded token by token, with or without drafts: `hippo run` and `hippo bench
 // speculative` (the runtime batches many sessions and walks the same verify rows itself). With
-// drafts, each step feeds the last token and the drafter's proposal, walks the rows (verify_draft.h)
-// and settles; the tokens are those of plain decoding (greedy: the same; sampled: the same law).
+// drafts, each step feeds the last token and the draft source's proposal, walks the rows
+// (verify_draft.h) and settles; the tokens are those of plain decoding (greedy: the same; sampled:
+// the same law).
 #pragma once
 
 #include "base/status.h"
 #include "engine/model/model.h"
 #include "engine/sampling/sampler.h"
+#include "engine/speculative/context_drafter.h"
 
+#include <array>
 #include <cstdint>
 #include <functional>
+#include <span>
+#include <vector>
 
 namespace hippo::engine {
+
+// Drafts to verify after the state's tokens and `last` (the token about to be fed); at most
+// kMaxDraftTokens are used.
+using DraftSource = std::function<std::vector<int32_t>(std::span<const int32_t> tokens, int32_t last)>;
+
+// The context drafter as a draft source (it indexes the tokens as they come).
+DraftSource context_draft_source();
 
 struct DecodeCounts {
   int64_t generated = 0;  // tokens chosen (the last one, which ended the output, included)
   int64_t drafted = 0;
   int64_t accepted = 0;
+  int64_t verifies = 0;   // forwards with drafts
+  std::array<int64_t, kMaxDraftTokens> drafted_at{}, accepted_at{};  // per draft slot
 };
 
 // Chooses up to max_tokens tokens from the state's next-token logits on, handing each to `take`
-// (false: the output has ended, and that token is not fed to the model).
-Result<DecodeCounts> decode_tokens(Model& model, SessionState& state, Sampler& sampler, bool drafts,
+// (false: the output has ended, and that token is not fed to the model). No source: no drafts.
+Result<DecodeCounts> decode_tokens(Model& model, SessionState& state, Sampler& sampler, const DraftSource& drafts,
                                    int64_t max_tokens, const std::function<bool(int32_t)>& take);
 
 }  // namespace hippo::engine

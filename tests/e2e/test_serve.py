@@ -156,16 +156,17 @@ def test_a_reconnecting_client_resumes_the_stream_where_it_left(server):
     prompt = "Tell me everything about hippos."
 
     async def main():
-        # The uninterrupted answer (greedy, so the interrupted one must equal it).
+        # The uninterrupted answer (greedy, so the interrupted one must equal it); long enough to be still
+        # running, or within the grace period, when the client is back, on a loaded machine too.
         async with server.connect() as ws:
-            ref_events = await Client(ws).fresh_answer(prompt, max_output_tokens=300)
+            ref_events = await Client(ws).fresh_answer(prompt, max_output_tokens=1500)
             expected = output_text(ref_events)
         async with server.connect() as ws:
             c = Client(ws)
             sid = await c.create_session()
             await c.append(sid, prompt)
             created = await c.expect("response.created", type="response.create", session_id=sid,
-                                     max_output_tokens=300, event_id="r")
+                                     max_output_tokens=1500, event_id="r")
             last_seen = created["session_seq"]
             text = ""
             for _ in range(3):
