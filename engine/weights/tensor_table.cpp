@@ -262,13 +262,12 @@ void add_dspark_stage(Builder& b, const TextConfig& t, int64_t stage) {
   add_block(b, t, p, layer, Component::kDspark, t.dspark_n_routed_experts, /*vision_bias=*/false);
   b.set_scope(Component::kDspark, layer);
   if (stage == t.num_nextn_predict_layers - 1) {  // the last stage carries the draft head
+    // V4.1 names (../shared/design/dspark.md §1.3): the Markov head's embed (W1) and head (W2, used
+    // as W2ᵀ), the confidence projection over [hidden; W1 row]; no hc_head (the streams collapse with
+    // the last stage's FFN pre-mix).
     b.norm(p + "norm.weight", d);
-    b.f32(p + "hc_head_fn", {t.hc_mult, t.hc_mult * d},
-          {InitRule::Kind::kUniform, 0, fan_in_exponent(t.hc_mult * d), 24});
-    b.f32(p + "hc_head_base", {t.hc_mult}, {InitRule::Kind::kUniform, 0, -2, 24});
-    b.f32(p + "hc_head_scale", {1}, {InitRule::Kind::kUniform, 0, -2, 24});
-    b.bf16_linear(p + "markov_head.markov_w1", t.vocab_size, t.dspark_markov_rank);
-    b.bf16_linear(p + "markov_head.markov_w2", t.vocab_size, t.dspark_markov_rank);
+    b.bf16_linear(p + "markov_head.embed", t.vocab_size, t.dspark_markov_rank);
+    b.bf16_linear(p + "markov_head.head", t.vocab_size, t.dspark_markov_rank);
     b.bf16_linear(p + "confidence_head.proj", 1, d + t.dspark_markov_rank);
   }
 }
