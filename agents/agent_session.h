@@ -6,8 +6,7 @@
 #include "agents/agent_types.h"
 #include "agents/response_job.h"
 #include "engine/model/session_state.h"
-#include "engine/speculative/context_drafter.h"
-#include "engine/speculative/draft_guard.h"
+#include "engine/speculative/session_drafter.h"
 #include "engine/tokenizer/chat_encoding.h"
 #include "storage/store.h"
 
@@ -109,9 +108,8 @@ struct AgentSession {
   std::vector<int32_t> expected_prefix;
   bool needs_rebuild = false;
   // Speculative decoding while a response runs: its drafter (built at its first decode step, over
-  // every token of the session) and the guard that pauses drafts that keep failing.
-  std::unique_ptr<engine::ContextDrafter> drafter;
-  engine::DraftGuard draft_guard;
+  // every token of the session; its guards pause drafts that keep failing).
+  std::unique_ptr<engine::SessionDrafter> drafter;
 
   int64_t n_tokens() const { return state ? state->n_tokens() : stored_tokens; }
   uint64_t resident_bytes() const { return state ? state->memory_bytes() : 0; }

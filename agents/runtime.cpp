@@ -749,15 +749,14 @@ class AgentRuntime::Engine {
     // Per decoder: its sampled token and the drafts behind it, with the logits of every row; a
     // decoder without drafts feeds its token alone.
     std::vector<Verification> verifying(decoders.size());
+    draft(decoders, verifying);
     for (size_t i = 0; i < decoders.size(); ++i) {
       AgentSession& s = *decoders[i];
-      std::vector<int32_t> drafts = draft(s);
-      if (drafts.empty()) {
+      Verification& v = verifying[i];
+      if (v.drafts.empty()) {
         batch.push_back({&*s.state, s.pending, nullptr});
         continue;
       }
-      Verification& v = verifying[i];
-      v.drafts = std::move(drafts);
       v.tokens = s.pending;
       v.tokens.insert(v.tokens.end(), v.drafts.begin(), v.drafts.end());
       batch.push_back({&*s.state, v.tokens, &v.logits, true});
@@ -894,17 +893,41 @@ class AgentRuntime::Engine {
     std::vector<float> logits;  // [tokens, vocab]
   };
 
-  // Drafts for a decoding session, or none: speculation off, a token the response must take next,
-  // a guard that pauses it, no match, or no room left in the response.
-  std::vector<int32_t> draft(AgentSession& s) {
-    if (options_.speculation == Speculation::kOff || s.job->forced_token()) return {};
-    const int64_t room = s.job->options().max_output_tokens - static_cast<int64_t>(s.job->sampled().size()) - 1;
-    if (room <= 0 || !s.draft_guard.allows()) return {};
-    if (!s.drafter) s.drafter = std::make_unique<engine::ContextDrafter>();
-    s.drafter->follow(s.state->token_ids(), s.pending);
-    std::vector<int32_t> drafts = s.drafter->propose();
-    if (static_cast<int64_t>(drafts.size()) > room) drafts.resize(static_cast<size_t>(room));
-    return drafts;
+  // Drafts for the decoding sessions: each session's drafter proposes its context drafts or asks
+  // for DSpark, whose blocks then run for all that asked in one pass. None for a session where
+  // speculation is off, the response must take a given token next, a guard pauses the drafter, or
+  // the response has no room left.
+  void draft(const std::vector<AgentSession*>& decoders, std::vector<Verification>& verifying) {
+    if (options_.speculation == Speculation::kOff) return;
+    const engine::DraftMode mode = options_.speculation == Speculation::kContext ? engine::DraftMode::kContext
+                                   : options_.speculation == Speculation::kDspark ? engine::DraftMode::kDspark
+                                                                                   : engine::DraftMode::kAuto;
+    const int64_t dspark_block = model_.has_dspark() ? model_.text().dspark_block_size : 0;
+    std::vector<engine::DsparkDraft> blocks;
+    std::vector<size_t> block_of;  // the decoder of each block
+    auto room = [](const AgentSession& s) {
+      return std::min(engine::kMaxDraftTokens,
+                      s.job->options().max_output_tokens - static_cast<int64_t>(s.job->sampled().size()) - 1);
+    };
+    for (size_t i = 0; i < decoders.size(); ++i) {
+      AgentSession& s = *decoders[i];
+      if (s.job->forced_token()) continue;
+      if (!s.drafter) s.drafter = std::make_unique<engine::SessionDrafter>(mode, dspark_block);
+      verifying[i].drafts = s.drafter->propose(s.state->token_ids(), s.pending.back(), room(s));
+      if (s.drafter->wants_dspark()) {
+        blocks.push_back({&*s.state, s.pending.back(), {}, {}});
+        block_of.push_back(i);
+      }
+    }
+    if (blocks.empty()) return;
+    if (Status st = model_.draft_dspark(blocks); !st.ok()) {
+      log::warn("DSpark drafts failed; this step decodes without them", {{"error", st.message()}});
+      return;
+    }
+    for (size_t b = 0; b < blocks.size(); ++b) {
+      AgentSession& s = *decoders[block_of[b]];
+      verifying[block_of[b]].drafts = s.drafter->take_dspark(blocks[b], room(s));
+    }
   }
 
   // The verify rows walked left to right (engine/speculative/verify_draft.h): the output is what
@@ -931,7 +954,6 @@ class AgentRuntime::Engine {
     job.drafted_tokens += drafted;
     job.accepted_tokens += verdict.accepted;
     ++stats_.drafts_by_accepted[static_cast<size_t>(verdict.accepted)];
-    s.draft_guard.record(drafted, verdict.accepted);
     if (ended) {
       finish(s, job.finish_reason());
     } else {

@@ -62,7 +62,7 @@ inline constexpr const char* kEngineThreadName = "hippo-engine";
 inline constexpr const char* kRestoreThreadName = "hippo-restore";
 inline constexpr const char* kStoreThreadName = "hippo-store";
 
-enum class Speculation { kOff, kContext };
+enum class Speculation { kOff, kContext, kDspark, kAuto };
 
 struct RuntimeOptions {
   std::string db_path = "hippo.db";
@@ -87,9 +87,11 @@ struct RuntimeOptions {
   // Idle completion sessions kept per tenant for prefix reuse (respond_to_conversation); they are
   // also closed once unused for completion_max_age.
   int64_t max_prefix_sessions = 64;
-  // Speculative decoding: drafts from the session's own tokens (engine/speculative), verified by
-  // the model in the decode step, the output unchanged (docs/engine.md).
-  Speculation speculation = Speculation::kContext;
+  // Speculative decoding: drafts from the session's own tokens (context), the checkpoint's DSpark
+  // stages (dspark) or the better of both per step (auto; engine/speculative/session_drafter.h),
+  // verified by the model in the decode step, the output unchanged (docs/engine.md). DSpark and
+  // auto use DSpark only where the checkpoint has its stages.
+  Speculation speculation = Speculation::kAuto;
 };
 
 class AgentRuntime {

@@ -120,9 +120,10 @@ Status run_speculative_bench(const SpeculativeBenchOptions& options, std::ostrea
   std::vector<Spread> spread;
   for (const auto& s : seconds) spread.push_back(spread_of(s));
 
-  // End to end, greedy, from the same state: plain; context drafts; an oracle that drafts the plain
-  // run's next tokens (every draft accepted: the most drafts can give); and one that drafts wrong
-  // tokens (every draft rejected: what the guard lets failing drafts cost).
+  // End to end, greedy, from the same state: plain; context drafts; DSpark's and the better of both
+  // per step (checkpoints with DSpark stages); an oracle that drafts the plain run's next tokens
+  // (every draft accepted: the most drafts can give); and one that drafts wrong tokens every step
+  // (every draft rejected, no guard: the most failing drafts can cost).
   engine::SamplingParams greedy;
   std::vector<int32_t> plain_tokens;
   const auto vocab = static_cast<int32_t>(model->text().vocab_size);
@@ -137,14 +138,18 @@ Status run_speculative_bench(const SpeculativeBenchOptions& options, std::ostrea
     };
   };
   std::vector<DecodeRun> runs;
-  for (const char* name : {"plain", "context drafts", "all accepted", "all rejected"}) {
+  for (const char* name : {"plain", "context drafts", "dspark drafts", "auto drafts", "all accepted", "all rejected"}) {
     DecodeRun run;
     run.name = name;
     const std::string_view which = name;
-    const engine::DraftSource source = which == "plain"            ? engine::DraftSource{}
-                                       : which == "context drafts" ? engine::context_draft_source()
-                                                                   : oracle(which == "all accepted");
+    if ((which == "dspark drafts" || which == "auto drafts") && !model->has_dspark()) continue;
     engine::SessionState state = base;
+    const engine::DraftSource source =
+        which == "plain"            ? engine::DraftSource{}
+        : which == "context drafts" ? engine::session_draft_source(*model, state, engine::DraftMode::kContext)
+        : which == "dspark drafts"  ? engine::session_draft_source(*model, state, engine::DraftMode::kDspark)
+        : which == "auto drafts"    ? engine::session_draft_source(*model, state, engine::DraftMode::kAuto)
+                                    : oracle(which == "all accepted");
     engine::Sampler sampler(greedy);
     const auto start = Clock::now();
     HIPPO_ASSIGN_OR_RETURN(run.counts, engine::decode_tokens(*model, state, sampler, source, options.generate,

@@ -4,6 +4,8 @@
 #include "api/cli/config_layers.h"
 #include "base/log.h"
 #include "base/version.h"
+#include "engine/model/model.h"
+#include "engine/speculative/session_drafter.h"
 #include "kernels/backend_registry.h"
 
 #include <fmt/format.h>
@@ -47,19 +49,22 @@ CLI::Option* add_speculative_option(CLI::App& command, std::string& mode) {
   return command
       .add_option("--speculative", mode,
                   "Speculative decoding, output unchanged: off, context (drafts what followed the latest earlier "
-                  "occurrence of the text's end in the session, verified by the model), dspark (not built yet), "
-                  "auto (context until DSpark is built)")
+                  "occurrence of the text's end in the session, verified by the model), dspark (the checkpoint's "
+                  "DSpark draft stages), auto (per step the better of both; context alone without DSpark stages)")
       ->check(CLI::IsMember({"off", "context", "dspark", "auto"}))
       ->capture_default_str();
 }
 
-Result<bool> context_drafting(const std::string& mode) {
-  if (mode == "dspark") {
-    return make_error(ErrorCode::kUnavailable,
-                      "--speculative dspark: DSpark drafting is not built yet (the checkpoint's mtp stages are loaded "
-                      "but unused); use --speculative context or auto");
+Result<std::optional<engine::DraftMode>> draft_mode(const std::string& mode, const engine::Model& model) {
+  if (mode == "off") return std::optional<engine::DraftMode>();
+  if (mode == "context") return std::optional(engine::DraftMode::kContext);
+  if (mode == "auto") return std::optional(engine::DraftMode::kAuto);
+  if (!model.has_dspark()) {
+    return make_error(ErrorCode::kInvalidArgument,
+                      "--speculative dspark: the checkpoint has no DSpark stages (text_config.num_nextn_predict_layers "
+                      "is 0); use --speculative context or auto");
   }
-  return mode != "off";
+  return std::optional(engine::DraftMode::kDspark);
 }
 
 CLI::App* add_unbuilt_command(CLI::App& parent, const std::string& name, const std::string& description,

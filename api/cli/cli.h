@@ -10,7 +10,13 @@
 #include <functional>
 #include <iosfwd>
 #include <memory>
+#include <optional>
 #include <string>
+
+namespace hippo::engine {
+class Model;
+enum class DraftMode;
+}  // namespace hippo::engine
 
 namespace hippo::cli {
 
@@ -59,11 +65,12 @@ CLI::Option* add_backend_option(CLI::App& command, std::string& backend);
 // --threads on a command that runs the engine: its compute threads, 0 = one per logical CPU.
 CLI::Option* add_engine_threads_option(CLI::App& command, int& threads);
 
-// --speculative on a command that decodes: off; context (drafts from the session's own tokens,
-// engine/speculative); dspark (not built yet); auto (the best the checkpoint allows: today context).
+// --speculative on a command that decodes: off; context (drafts from the session's own tokens);
+// dspark (the checkpoint's draft stages); auto (per step the better of both;
+// engine/speculative/session_drafter.h).
 CLI::Option* add_speculative_option(CLI::App& command, std::string& mode);
-// Whether a mode drafts from context; dspark is refused, naming what is missing.
-Result<bool> context_drafting(const std::string& mode);
+// The drafter of a mode (none: off); dspark on a checkpoint without DSpark stages is refused.
+Result<std::optional<engine::DraftMode>> draft_mode(const std::string& mode, const engine::Model& model);
 
 // Registers a subcommand that exists in the interface but not yet in the code: running it says
 // so and exits with kExitUnavailable. `what` names the missing piece.

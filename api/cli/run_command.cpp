@@ -60,12 +60,12 @@ Result<std::vector<int32_t>> prompt_tokens(const RunCommand& cmd, const tokenize
 }
 
 Status run_generation(const RunCommand& cmd, std::ostream& out) {
-  HIPPO_ASSIGN_OR_RETURN(const bool speculative, context_drafting(cmd.speculative));
   const auto load_start = std::chrono::steady_clock::now();
   engine::ModelOptions options;
   options.n_threads = cmd.threads;
   options.backend = cmd.backend;
   HIPPO_ASSIGN_OR_RETURN(std::unique_ptr<engine::Model> model, engine::Model::load(cmd.model_dir, options));
+  HIPPO_ASSIGN_OR_RETURN(const std::optional<engine::DraftMode> drafts, draft_mode(cmd.speculative, *model));
   HIPPO_ASSIGN_OR_RETURN(tokenizer::Tokenizer tokenizer,
                          tokenizer::Tokenizer::load(std::filesystem::path(cmd.model_dir) / "tokenizer.json"));
   log::info("model loaded", {{"dir", cmd.model_dir},
@@ -106,7 +106,8 @@ Status run_generation(const RunCommand& cmd, std::ostream& out) {
   };
   HIPPO_ASSIGN_OR_RETURN(const engine::DecodeCounts counts,
                          engine::decode_tokens(*model, state, sampler,
-                                               speculative ? engine::context_draft_source() : engine::DraftSource{},
+                                               drafts ? engine::session_draft_source(*model, state, *drafts)
+                                                      : engine::DraftSource{},
                                                cmd.max_tokens, take));
   text.clear();
   detokenizer.finish(text);

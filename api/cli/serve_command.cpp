@@ -10,6 +10,7 @@
 #include "base/log.h"
 #include "engine/config/presets.h"
 #include "engine/model/model.h"
+#include "engine/speculative/session_drafter.h"
 #include "engine/tokenizer/tokenizer.h"
 #include "engine/weights/init_checkpoint.h"
 #include "kernels/backend_registry.h"
@@ -130,7 +131,6 @@ Status run_server(const ServeCommand& cmd, std::ostream& out) {
   HIPPO_ASSIGN_OR_RETURN(std::unique_ptr<server::Authenticator> auth, server::Authenticator::open(cmd.db, auth_options));
   if (!auth_options.enabled) log::warn("authentication is off: every request acts for tenant default", {{"bind", cmd.bind}});
 
-  HIPPO_ASSIGN_OR_RETURN(const bool context_drafts, context_drafting(cmd.speculative));
   std::string model_dir = cmd.model_dir;
   if (model_dir.empty()) {
     HIPPO_RETURN_IF_ERROR(ensure_default_model(cmd));
@@ -151,7 +151,11 @@ Status run_server(const ServeCommand& cmd, std::ostream& out) {
   runtime_options.completion_max_age = std::chrono::seconds(static_cast<int64_t>(cmd.completion_max_age_hours * 3600));
   runtime_options.completion_max_bytes = cmd.completion_max_bytes;
   runtime_options.max_prefix_sessions = cmd.max_prefix_sessions;
-  runtime_options.speculation = context_drafts ? agents::Speculation::kContext : agents::Speculation::kOff;
+  HIPPO_ASSIGN_OR_RETURN(const std::optional<engine::DraftMode> drafts, draft_mode(cmd.speculative, *model));
+  runtime_options.speculation = !drafts                                  ? agents::Speculation::kOff
+                                : *drafts == engine::DraftMode::kContext ? agents::Speculation::kContext
+                                : *drafts == engine::DraftMode::kDspark  ? agents::Speculation::kDspark
+                                                                         : agents::Speculation::kAuto;
   HIPPO_ASSIGN_OR_RETURN(std::unique_ptr<agents::AgentRuntime> runtime,
                          agents::AgentRuntime::open(*model, tokenizer, runtime_options));
   log::info("model loaded", {{"dir", model_dir},

@@ -52,4 +52,10 @@ std::string describe_role(const LayerRole& role) {
   return text;
 }
 
+LayerRole dspark_stage_role(const TextConfig& text, int64_t stage) {
+  LayerRole role;
+  role.layer = text.num_hidden_layers + stage;
+  return role;
+}
+
 }  // namespace hippo::engine

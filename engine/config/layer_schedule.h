@@ -29,6 +29,9 @@ struct LayerRole {
 // have passed validate_model_config.
 std::vector<LayerRole> layer_schedule(const TextConfig& text);
 
+// DSpark stage `stage` as the forward pass runs it: a window-only block numbered after the trunk.
+LayerRole dspark_stage_role(const TextConfig& text, int64_t stage);
+
 // "window", "kv writer r2 + index", "reuse kv 2, top-k 2", "candidate source r1 + index", "reindex
 // (kv 20)", with " + engram" where it applies.
 std::string describe_role(const LayerRole& role);

@@ -40,7 +40,11 @@ void ForwardPass::attention(const LayerWeights& lw, const std::vector<float>& u,
   }
 
   std::vector<float> o(static_cast<size_t>(rows_ * H * D));
-  attend(lw, q, kv, o);
+  if (depth_ == Depth::kDspark) {
+    attend_block(lw, q, kv, o);
+  } else {
+    attend(lw, q, kv, o);
+  }
   rope(angles, o.data(), 0, rows_, H, D, /*inverse=*/true);
 
   // Grouped output projection: group g's heads through its block of wo_a, then wo_b over all groups.
@@ -61,7 +65,8 @@ void ForwardPass::attention(const LayerWeights& lw, const std::vector<float>& u,
   }
   linear(low_rank.data(), rows_, lw.wo_b, out.data());
 
-  // The chunk's window entries join the ring (slot = position mod window).
+  // The chunk's window entries join the ring (slot = position mod window); a draft block's never do.
+  if (depth_ == Depth::kDspark) return;
   const int64_t window = t_.sliding_window;
   for (const Segment& seg : segments_) {
     std::vector<std::uint8_t>& ring = seg.state->rings_[static_cast<size_t>(role.layer)];

@@ -39,11 +39,20 @@ void ForwardPass::rope(const RopeAngles& angles, float* x, int64_t row0, int64_t
 }
 
 void ForwardPass::run() {
+  if (depth_ == Depth::kDspark) {
+    embed();
+    for (const LayerWeights& stage : model_.weights_.dspark->stages) layer(stage);
+    draft_head();
+    return;
+  }
   engram_hashes();
   embed();
   const int64_t n_layers = depth_ == Depth::kEncoder ? t_.candidate_source_layer_id + 1 : t_.num_hidden_layers;
   for (int64_t l = 0; l < n_layers; ++l) layer(model_.weights_.layers[static_cast<size_t>(l)]);
-  if (depth_ == Depth::kFull) head();
+  if (depth_ == Depth::kFull) {
+    head();
+    if (model_.weights_.dspark) write_stage_windows();
+  }
   commit_tokens();
 }
 
@@ -80,6 +89,7 @@ void ForwardPass::embed() {
 void ForwardPass::layer(const LayerWeights& lw) {
   const int64_t d = t_.hidden_size;
   if (lw.has_engram) engram(lw);
+  if (depth_ == Depth::kFull && model_.weights_.dspark) tap_features(lw.role.layer);
 
   std::vector<float> attn_pre, attn_post, attn_comb;
   hc_mixes(lw.hc_attn_fn, lw.hc_attn_base, lw.hc_attn_scale, attn_pre, attn_post, attn_comb);

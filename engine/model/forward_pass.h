@@ -17,15 +17,17 @@ class ForwardPass {
   struct Segment {
     SessionState* state = nullptr;
     std::span<const int32_t> tokens;
-    std::vector<float>* all_logits = nullptr;
+    std::vector<float>* all_logits = nullptr;  // kDspark: the slots' base logits
+    std::vector<float>* draft_hidden = nullptr;  // kDspark: the slots' collapsed pre-norm hidden, [tokens, d]
     int64_t row0 = 0;  // first row of the batch
     int64_t pos0 = 0;  // position of its first token
   };
 
   // kEncoder runs the layers below the candidate source and that layer's compressor and index keys
   // only (the encoder part of the prefill plan); the upper layers' rings and the logits stay as
-  // they were.
-  enum class Depth { kFull, kEncoder };
+  // they were. kDspark runs the DSpark stages over each segment's draft block (at the positions
+  // after the state's tokens) and changes nothing in the state (dspark.cpp).
+  enum class Depth { kFull, kEncoder, kDspark };
 
   ForwardPass(const Model& model, std::vector<Segment> segments, Depth depth);
   ~ForwardPass();
@@ -73,6 +75,13 @@ class ForwardPass {
   void decode_selected(Shared& group, int64_t i0, int64_t i1, int64_t D);
   void moe(const LayerWeights& lw, const std::vector<float>& v, std::vector<float>& out);
   void head();
+  // DSpark (dspark.cpp): the context features of the target layers' block inputs, the stage windows
+  // they feed, and the draft block's attention and head.
+  void tap_features(int64_t layer);
+  void write_stage_windows();
+  void attend_block(const LayerWeights& lw, const std::vector<float>& q, const std::vector<float>& block_kv,
+                    std::vector<float>& out);
+  void draft_head();
   void commit_tokens();
 
   const Model& model_;
@@ -88,6 +97,7 @@ class ForwardPass {
   std::vector<int64_t> engram_rows_;  // [rows, engram layers, columns]
   std::vector<float> streams_;       // [rows, hc, d]
   std::vector<float> pre_mix_;       // [rows, hc]: the collapse weights for the next site
+  std::vector<float> features_;      // [rows, targets d]: DSpark's context features (kFull)
   std::vector<Shared> shared_;       // per segment
 };
 

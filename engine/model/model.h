@@ -52,6 +52,19 @@ struct ForwardRequest {
   bool draft = false;
 };
 
+// One DSpark draft (../shared/design/dspark.md): after the session's tokens and `anchor` (the token
+// chosen next, not yet fed to the model), the block [anchor, noise x (dspark_block_size - 1)] at the
+// positions from n_tokens() on runs through the stages; every slot proposes a token.
+struct DsparkDraft {
+  SessionState* state = nullptr;
+  int32_t anchor = 0;
+  // Out: dspark_block_size drafts (slot k: the token at n_tokens() + 1 + k), each the argmax of the
+  // Markov-corrected draft distribution given the drafts before it, and per slot the confidence
+  // head's estimate that it is accepted if all before it are.
+  std::vector<int32_t> tokens;
+  std::vector<float> confidence;
+};
+
 // Called with (tokens done, tokens total) as a prefill advances.
 using PrefillProgress = std::function<void(int64_t, int64_t)>;
 
@@ -89,6 +102,12 @@ class Model {
   Status settle(SessionState& state, int64_t keep, std::span<const float> all_logits) const;
 
   Status prefill(SessionState& state, std::span<const int32_t> tokens, const PrefillOptions& options = {});
+
+  // Whether the checkpoint has DSpark stages; then every forward keeps each session's stage windows
+  // up to date, and draft_dspark() drafts for many sessions at once (dspark.cpp). It changes no
+  // state.
+  bool has_dspark() const { return weights_.dspark.has_value(); }
+  Status draft_dspark(std::span<DsparkDraft> batch);
 
   // The plan's parts, for a scheduler that interleaves a long prefill with other work: of a prompt
   // of n tokens, all but the last decoder_tail_tokens() may go through forward_encoder() (the

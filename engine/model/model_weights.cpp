@@ -71,6 +71,83 @@ ExpertWeights expert_views(const Checkpoint& checkpoint, const std::string& pref
           linear_view(checkpoint, prefix + "w3")};
 }
 
+// A trunk layer or a DSpark stage: the mHC sites, attention, and the MoE with `n_experts` routed
+// experts of which `per_token` are chosen.
+LayerWeights bind_block(const Checkpoint& checkpoint, const std::string& p, const LayerRole& role, int64_t n_experts,
+                        int64_t per_token) {
+  const TextConfig& t = checkpoint.config().text_config;
+  LayerWeights l;
+  l.role = role;
+  l.hc_attn_fn = f32_matrix_view(checkpoint, p + "hc_attn_fn");
+  l.hc_ffn_fn = f32_matrix_view(checkpoint, p + "hc_ffn_fn");
+  l.hc_attn_base = tensor_to_float(checkpoint, p + "hc_attn_base");
+  l.hc_attn_scale = tensor_to_float(checkpoint, p + "hc_attn_scale");
+  l.hc_ffn_base = tensor_to_float(checkpoint, p + "hc_ffn_base");
+  l.hc_ffn_scale = tensor_to_float(checkpoint, p + "hc_ffn_scale");
+  l.attn_norm = tensor_to_float(checkpoint, p + "attn_norm.weight");
+  l.ffn_norm = tensor_to_float(checkpoint, p + "ffn_norm.weight");
+
+  l.wq_a = linear_view(checkpoint, p + "attn.wq_a");
+  l.wq_b = linear_view(checkpoint, p + "attn.wq_b");
+  l.wkv = linear_view(checkpoint, p + "attn.wkv");
+  l.wo_a = linear_view(checkpoint, p + "attn.wo_a");
+  l.wo_b = linear_view(checkpoint, p + "attn.wo_b");
+  l.q_norm = tensor_to_float(checkpoint, p + "attn.q_norm.weight");
+  l.kv_norm = tensor_to_float(checkpoint, p + "attn.kv_norm.weight");
+  l.attn_sink = tensor_to_float(checkpoint, p + "attn.attn_sink");
+
+  if (role.writes_kv) {
+    l.compressor_wkv = linear_view(checkpoint, p + "attn.compressor.wkv");
+    if (role.compress_ratio > 1) l.compressor_wgate = linear_view(checkpoint, p + "attn.compressor.wgate");
+    l.compressor_norm = tensor_to_float(checkpoint, p + "attn.compressor.norm.weight");
+    l.index_wk = linear_view(checkpoint, p + "attn.indexer.wk");
+    l.index_k_norm = tensor_to_float(checkpoint, p + "attn.indexer.k_norm.weight");
+  }
+  if (role.owns_index_query) {
+    l.index_wq_b = linear_view(checkpoint, p + "attn.indexer.wq_b");
+    l.index_weights_proj = linear_view(checkpoint, p + "attn.indexer.weights_proj");
+  }
+
+  l.router = linear_view(checkpoint, p + "ffn.gate");
+  l.router_bias = tensor_to_float(checkpoint, p + "ffn.gate.bias");
+  if (role.layer < t.num_hidden_layers) l.router_bias_vl = tensor_to_float(checkpoint, p + "ffn.gate.bias_vl");
+  for (int64_t e = 0; e < n_experts; ++e) {
+    l.experts.push_back(expert_views(checkpoint, fmt::format("{}ffn.experts.{}.", p, e)));
+  }
+  l.experts_per_token = per_token;
+  l.has_shared_expert = t.n_shared_experts > 0;
+  if (l.has_shared_expert) l.shared_expert = expert_views(checkpoint, p + "ffn.shared_experts.");
+
+  l.has_engram = role.engram;
+  if (role.engram) {
+    EngramWeights& e = l.engram;
+    e.table = row_table(checkpoint, p + "engram.embed.weight", p + "engram.embed.scale");
+    e.wkv = linear_view(checkpoint, p + "engram.wkv");
+    const std::vector<float> q = tensor_to_float(checkpoint, p + "engram.q_weight");
+    const std::vector<float> k = tensor_to_float(checkpoint, p + "engram.k_weight");
+    e.gate_weight.resize(q.size());
+    for (size_t i = 0; i < q.size(); ++i) e.gate_weight[i] = q[i] * k[i];
+  }
+  return l;
+}
+
+DsparkWeights bind_dspark(const Checkpoint& checkpoint) {
+  const TextConfig& t = checkpoint.config().text_config;
+  DsparkWeights w;
+  w.main_proj = linear_view(checkpoint, "mtp.0.main_proj");
+  w.main_norm = tensor_to_float(checkpoint, "mtp.0.main_norm.weight");
+  for (int64_t s = 0; s < t.num_nextn_predict_layers; ++s) {
+    w.stages.push_back(bind_block(checkpoint, fmt::format("mtp.{}.", s), dspark_stage_role(t, s),
+                                  t.dspark_n_routed_experts, t.dspark_num_experts_per_tok));
+  }
+  const std::string last = fmt::format("mtp.{}.", t.num_nextn_predict_layers - 1);
+  w.norm = tensor_to_float(checkpoint, last + "norm.weight");
+  w.markov_embed = row_table(checkpoint, last + "markov_head.embed.weight", "");
+  w.markov_head = linear_view(checkpoint, last + "markov_head.head");
+  w.confidence = linear_view(checkpoint, last + "confidence_head.proj");
+  return w;
+}
+
 }  // namespace
 
 ModelWeights bind_model_weights(const Checkpoint& checkpoint) {
@@ -78,62 +155,12 @@ ModelWeights bind_model_weights(const Checkpoint& checkpoint) {
   ModelWeights w;
   w.embed = row_table(checkpoint, "embed.weight", "");
   for (const LayerRole& role : layer_schedule(t)) {
-    const std::string p = fmt::format("layers.{}.", role.layer);
-    LayerWeights l;
-    l.role = role;
-    l.hc_attn_fn = f32_matrix_view(checkpoint, p + "hc_attn_fn");
-    l.hc_ffn_fn = f32_matrix_view(checkpoint, p + "hc_ffn_fn");
-    l.hc_attn_base = tensor_to_float(checkpoint, p + "hc_attn_base");
-    l.hc_attn_scale = tensor_to_float(checkpoint, p + "hc_attn_scale");
-    l.hc_ffn_base = tensor_to_float(checkpoint, p + "hc_ffn_base");
-    l.hc_ffn_scale = tensor_to_float(checkpoint, p + "hc_ffn_scale");
-    l.attn_norm = tensor_to_float(checkpoint, p + "attn_norm.weight");
-    l.ffn_norm = tensor_to_float(checkpoint, p + "ffn_norm.weight");
-
-    l.wq_a = linear_view(checkpoint, p + "attn.wq_a");
-    l.wq_b = linear_view(checkpoint, p + "attn.wq_b");
-    l.wkv = linear_view(checkpoint, p + "attn.wkv");
-    l.wo_a = linear_view(checkpoint, p + "attn.wo_a");
-    l.wo_b = linear_view(checkpoint, p + "attn.wo_b");
-    l.q_norm = tensor_to_float(checkpoint, p + "attn.q_norm.weight");
-    l.kv_norm = tensor_to_float(checkpoint, p + "attn.kv_norm.weight");
-    l.attn_sink = tensor_to_float(checkpoint, p + "attn.attn_sink");
-
-    if (role.writes_kv) {
-      l.compressor_wkv = linear_view(checkpoint, p + "attn.compressor.wkv");
-      if (role.compress_ratio > 1) l.compressor_wgate = linear_view(checkpoint, p + "attn.compressor.wgate");
-      l.compressor_norm = tensor_to_float(checkpoint, p + "attn.compressor.norm.weight");
-      l.index_wk = linear_view(checkpoint, p + "attn.indexer.wk");
-      l.index_k_norm = tensor_to_float(checkpoint, p + "attn.indexer.k_norm.weight");
-    }
-    if (role.owns_index_query) {
-      l.index_wq_b = linear_view(checkpoint, p + "attn.indexer.wq_b");
-      l.index_weights_proj = linear_view(checkpoint, p + "attn.indexer.weights_proj");
-    }
-
-    l.router = linear_view(checkpoint, p + "ffn.gate");
-    l.router_bias = tensor_to_float(checkpoint, p + "ffn.gate.bias");
-    l.router_bias_vl = tensor_to_float(checkpoint, p + "ffn.gate.bias_vl");
-    for (int64_t e = 0; e < t.n_routed_experts; ++e) {
-      l.experts.push_back(expert_views(checkpoint, fmt::format("{}ffn.experts.{}.", p, e)));
-    }
-    l.has_shared_expert = t.n_shared_experts > 0;
-    if (l.has_shared_expert) l.shared_expert = expert_views(checkpoint, p + "ffn.shared_experts.");
-
-    l.has_engram = role.engram;
-    if (role.engram) {
-      EngramWeights& e = l.engram;
-      e.table = row_table(checkpoint, p + "engram.embed.weight", p + "engram.embed.scale");
-      e.wkv = linear_view(checkpoint, p + "engram.wkv");
-      const std::vector<float> q = tensor_to_float(checkpoint, p + "engram.q_weight");
-      const std::vector<float> k = tensor_to_float(checkpoint, p + "engram.k_weight");
-      e.gate_weight.resize(q.size());
-      for (size_t i = 0; i < q.size(); ++i) e.gate_weight[i] = q[i] * k[i];
-    }
-    w.layers.push_back(std::move(l));
+    w.layers.push_back(bind_block(checkpoint, fmt::format("layers.{}.", role.layer), role, t.n_routed_experts,
+                                  t.num_experts_per_tok));
   }
   w.final_norm = tensor_to_float(checkpoint, "norm.weight");
   w.head = linear_view(checkpoint, "head");
+  if (t.num_nextn_predict_layers > 0) w.dspark = bind_dspark(checkpoint);
   return w;
 }
 

@@ -9,6 +9,7 @@
 #include "kernels/weight_view.h"
 
 #include <cstdint>
+#include <optional>
 #include <string>
 #include <vector>
 
@@ -47,6 +48,7 @@ struct LayerWeights {
   kernels::WeightView router;
   std::vector<float> router_bias, router_bias_vl;
   std::vector<ExpertWeights> experts;
+  int64_t experts_per_token = 0;
   ExpertWeights shared_expert;
   bool has_shared_expert = false;
 
@@ -54,11 +56,25 @@ struct LayerWeights {
   EngramWeights engram;
 };
 
+// The DSpark draft (../shared/design/dspark.md §1.3): the context features' projection (stage 0),
+// the stages (window-only blocks), and the last stage's norm, Markov head and confidence head. The
+// draft shares the target's embedding and head.
+struct DsparkWeights {
+  kernels::WeightView main_proj;    // [d, targets d]
+  std::vector<float> main_norm;     // [d]
+  std::vector<LayerWeights> stages;
+  std::vector<float> norm;          // [d]
+  kernels::RowTable markov_embed;   // W1, BF16 [vocab, rank]
+  kernels::WeightView markov_head;  // W2, BF16 [vocab, rank]: a linear from rank to vocab
+  kernels::WeightView confidence;   // BF16 [1, d + rank]: over [pre-norm hidden; W1 row of the previous token]
+};
+
 struct ModelWeights {
   kernels::RowTable embed;  // BF16 [vocab, d]
   std::vector<LayerWeights> layers;
   std::vector<float> final_norm;
   kernels::WeightView head;
+  std::optional<DsparkWeights> dspark;  // checkpoints with DSpark stages
 };
 
 // The checkpoint must outlive the result (views point into its mappings).

@@ -7,7 +7,8 @@ namespace hippo::engine {
 
 // Reference: DeepseekV41SparseMoeBlock, DeepseekV41TopKRouter, DeepseekV41Expert.
 void ForwardPass::moe(const LayerWeights& lw, const std::vector<float>& v, std::vector<float>& out) {
-  const int64_t d = t_.hidden_size, E = t_.n_routed_experts, k = t_.num_experts_per_tok, I = t_.moe_intermediate_size;
+  const int64_t d = t_.hidden_size, E = static_cast<int64_t>(lw.experts.size()), k = lw.experts_per_token,
+                I = t_.moe_intermediate_size;
   std::vector<float> logits(static_cast<size_t>(rows_ * E));
   linear(v.data(), rows_, lw.router, logits.data());
   std::vector<int32_t> chosen(static_cast<size_t>(rows_ * k));

@@ -1,5 +1,7 @@
-// The frontier blob: a fixed header that names the shape it was written for, then the rings, the
-// writers' entry counts and pending rows, the Engram look-back, the logits. Little-endian, packed.
+// The frontier blob: a fixed header that names the shape it was written for, then the rings (the
+// trunk's, then the DSpark stages'), the writers' entry counts and pending rows, the Engram
+// look-back, the logits. Little-endian, packed. Version 1 had no stage windows (nor their count and
+// dspark_from in the header); it still restores, with the stage windows empty from its last token.
 #include "engine/model/session_state.h"
 
 #include "base/check.h"
@@ -18,7 +20,7 @@ using kernels::window_entry_bytes;
 namespace {
 
 constexpr std::uint32_t kFrontierMagic = 0x54535048;  // "HPST"
-constexpr std::uint32_t kFrontierVersion = 1;
+constexpr std::uint32_t kFrontierVersion = 2;
 
 class ByteWriter {
  public:
@@ -73,12 +75,13 @@ std::span<const std::byte> as_bytes_of(const std::vector<T>& v) {
 
 SessionState::SessionState(const TextConfig& text)
     : n_layers_(text.num_hidden_layers),
+      n_stages_(text.num_nextn_predict_layers),
       window_(text.sliding_window),
       head_dim_(text.head_dim),
       index_head_dim_(text.index_head_dim),
       vocab_(text.vocab_size),
       engram_classes_(text.engram_layer_ids.empty() ? 0 : text.engram_compressed_vocab_size) {
-  rings_.assign(static_cast<size_t>(n_layers_),
+  rings_.assign(static_cast<size_t>(n_layers_ + n_stages_),
                 std::vector<std::uint8_t>(static_cast<size_t>(window_ * window_entry_bytes(head_dim_))));
   for (const LayerRole& role : layer_schedule(text)) {
     if (!role.writes_kv) continue;
@@ -125,6 +128,7 @@ SessionState SessionState::synthetic(const TextConfig& text, std::vector<int32_t
     w.pending_gate.assign(static_cast<size_t>(pending * state.head_dim_), 0.0f);
   }
   state.token_ids_ = std::move(token_ids);
+  state.dspark_from_ = n;  // no context features behind the stage windows
   return state;
 }
 
@@ -134,7 +138,7 @@ std::vector<std::byte> SessionState::frontier() const {
   out.put(kFrontierMagic);
   out.put(kFrontierVersion);
   for (int64_t v : {n_layers_, window_, head_dim_, index_head_dim_, vocab_, engram_classes_,
-                    static_cast<int64_t>(writers_.size()), n_tokens()}) {
+                    static_cast<int64_t>(writers_.size()), n_tokens(), n_stages_, dspark_from_}) {
     out.put(v);
   }
   for (const auto& ring : rings_) out.put_array(ring);
@@ -174,10 +178,12 @@ Result<SessionState> SessionState::restore(const TextConfig& text, std::span<con
   };
   std::uint32_t magic = 0, version = 0;
   if (!in.get(magic) || magic != kFrontierMagic) return corrupt("not a hippo session state (bad magic)");
-  if (!in.get(version) || version != kFrontierVersion) return corrupt(fmt::format("unsupported version {}", version));
-  int64_t shape[8];
-  for (int64_t& v : shape) {
-    if (!in.get(v)) return corrupt("truncated header");
+  if (!in.get(version) || version < 1 || version > kFrontierVersion) {
+    return corrupt(fmt::format("unsupported version {}", version));
+  }
+  int64_t shape[10];
+  for (int i = 0; i < (version == 1 ? 8 : 10); ++i) {
+    if (!in.get(shape[i])) return corrupt("truncated header");
   }
   const int64_t expected[7] = {state.n_layers_, state.window_, state.head_dim_, state.index_head_dim_,
                                state.vocab_, state.engram_classes_, static_cast<int64_t>(state.writers_.size())};
@@ -189,8 +195,16 @@ Result<SessionState> SessionState::restore(const TextConfig& text, std::span<con
     }
   }
   const int64_t n_tokens = shape[7];
-  for (auto& ring : state.rings_) {
-    if (!in.get_array(ring, ring.size())) return corrupt("truncated window rings");
+  const bool has_stage_windows = version >= 2;
+  if (has_stage_windows && shape[8] != state.n_stages_) {
+    return Status(ErrorCode::kFailedPrecondition,
+                  fmt::format("session state has {} DSpark stage windows, this model {} stages", shape[8], state.n_stages_));
+  }
+  if (has_stage_windows && (shape[9] < 0 || shape[9] > n_tokens)) return corrupt("bad DSpark window start");
+  state.dspark_from_ = has_stage_windows ? shape[9] : n_tokens;
+  const size_t n_rings = static_cast<size_t>(has_stage_windows ? state.n_layers_ + state.n_stages_ : state.n_layers_);
+  for (size_t l = 0; l < n_rings; ++l) {
+    if (!in.get_array(state.rings_[l], state.rings_[l].size())) return corrupt("truncated window rings");
   }
   for (Writer& w : state.writers_) {
     int64_t layer = 0, n_entries = 0, n_pending = 0;

@@ -3,6 +3,8 @@
 //
 //   window rings     per trunk layer, the last `sliding_window` window-KV entries (FP8 E4M3 + UE8M0
 //                    per 32); the entry of position p sits in slot p mod sliding_window.     frontier
+//   stage windows    per DSpark stage, a ring like the trunk's of the context KV drafts attend to
+//                    (../shared/design/dspark.md §1.4 step 3), valid from dspark_from().   frontier
 //   compressed KV    per KV-writer layer, one FP4 entry per complete group.        stream kv.layerL
 //   index keys       per KV-writer layer, one FP4 index key per complete group.    stream index.layerL
 //   pending rows     per ratio>1 writer, the projected rows (kv, gate) of the incomplete group.
@@ -87,6 +89,11 @@ class SessionState {
   using StreamFill = std::function<void(std::string_view stream, std::span<std::uint8_t> bytes)>;
   static SessionState synthetic(const TextConfig& text, std::vector<int32_t> token_ids, const StreamFill& fill);
 
+  // The first position whose entries the DSpark stage windows hold: 0, or where a state restored
+  // from a snapshot written before the stage windows existed (frontier version 1) resumed; drafts
+  // attend to the window's positions from here on (the windows refill as tokens commit).
+  int64_t dspark_from() const { return dspark_from_; }
+
   // True between a forward of draft tokens and Model::settle() (model.h); such a state may not be
   // serialised or stepped again until settled.
   bool has_draft() const { return draft_.has_value(); }
@@ -128,13 +135,16 @@ class SessionState {
 
   // Shape (from the config; checked on restore).
   int64_t n_layers_ = 0;
+  int64_t n_stages_ = 0;  // DSpark stages
   int64_t window_ = 0;
   int64_t head_dim_ = 0;
   int64_t index_head_dim_ = 0;
   int64_t vocab_ = 0;
   int64_t engram_classes_ = 0;
 
-  std::vector<std::vector<std::uint8_t>> rings_;  // per layer: window_ x window_entry_bytes(head_dim)
+  // Per trunk layer, then per DSpark stage: window_ x window_entry_bytes(head_dim).
+  std::vector<std::vector<std::uint8_t>> rings_;
+  int64_t dspark_from_ = 0;
   std::vector<Writer> writers_;
   std::optional<EngramLookback> engram_lookback_;  // configs with Engram layers only
   std::vector<float> next_logits_;

@@ -1,17 +1,19 @@
 #include "engine/speculative/decode_loop.h"
 
-#include "engine/speculative/draft_guard.h"
 #include "engine/speculative/verify_draft.h"
 
 #include <memory>
 
 namespace hippo::engine {
 
-DraftSource context_draft_source() {
-  auto drafter = std::make_shared<ContextDrafter>();
-  return [drafter](std::span<const int32_t> tokens, int32_t last) {
-    drafter->follow(tokens, std::span(&last, 1));
-    return drafter->propose();
+DraftSource session_draft_source(Model& model, SessionState& state, DraftMode mode) {
+  auto drafter = std::make_shared<SessionDrafter>(mode, model.has_dspark() ? model.text().dspark_block_size : 0);
+  return [drafter, &model, &state](std::span<const int32_t> tokens, int32_t last) -> Result<std::vector<int32_t>> {
+    std::vector<int32_t> drafts = drafter->propose(tokens, last, kMaxDraftTokens);
+    if (!drafter->wants_dspark()) return drafts;
+    DsparkDraft block{&state, last, {}, {}};
+    HIPPO_RETURN_IF_ERROR(model.draft_dspark(std::span(&block, 1)));
+    return drafter->take_dspark(block, kMaxDraftTokens);
   };
 }
 
@@ -27,13 +29,12 @@ Result<DecodeCounts> decode_tokens(Model& model, SessionState& state, Sampler& s
     going = take(token) && counts.generated < max_tokens;
     return going;
   };
-  DraftGuard guard;
   give(sampler.next(state.next_logits()));
   while (going) {
     std::vector<int32_t> proposal;
     const int64_t room = std::min(max_tokens - counts.generated - 1, kMaxDraftTokens);
-    if (drafts && room > 0 && guard.allows()) {
-      proposal = drafts(state.token_ids(), last);
+    if (drafts && room > 0) {
+      HIPPO_ASSIGN_OR_RETURN(proposal, drafts(state.token_ids(), last));
       if (static_cast<int64_t>(proposal.size()) > room) proposal.resize(static_cast<size_t>(room));
     }
     if (proposal.empty()) {
@@ -59,7 +60,6 @@ Result<DecodeCounts> decode_tokens(Model& model, SessionState& state, Sampler& s
     ++counts.verifies;
     for (int64_t j = 0; j < n; ++j) ++counts.drafted_at[static_cast<size_t>(j)];
     for (int64_t j = 0; j < verdict.accepted; ++j) ++counts.accepted_at[static_cast<size_t>(j)];
-    guard.record(n, verdict.accepted);
   }
   return counts;
 }

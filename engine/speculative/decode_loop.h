@@ -9,6 +9,7 @@
 #include "engine/model/model.h"
 #include "engine/sampling/sampler.h"
 #include "engine/speculative/context_drafter.h"
+#include "engine/speculative/session_drafter.h"
 
 #include <array>
 #include <cstdint>
@@ -20,10 +21,11 @@ namespace hippo::engine {
 
 // Drafts to verify after the state's tokens and `last` (the token about to be fed); at most
 // kMaxDraftTokens are used.
-using DraftSource = std::function<std::vector<int32_t>(std::span<const int32_t> tokens, int32_t last)>;
+using DraftSource = std::function<Result<std::vector<int32_t>>(std::span<const int32_t> tokens, int32_t last)>;
 
-// The context drafter as a draft source (it indexes the tokens as they come).
-DraftSource context_draft_source();
+// A session's drafter (session_drafter.h) as the draft source of `state`: the context drafter,
+// DSpark or the better of both each step, each behind its guard.
+DraftSource session_draft_source(Model& model, SessionState& state, DraftMode mode);
 
 struct DecodeCounts {
   int64_t generated = 0;  // tokens chosen (the last one, which ended the output, included)

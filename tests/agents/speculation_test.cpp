@@ -1,4 +1,4 @@
-// Speculative decoding in the runtime (context drafts, verified in the batched decode step): greedy
+// Speculative decoding in the runtime (context or DSpark drafts, verified in the batched decode step): greedy
 // output token for token as without it, for a batch of sessions, across turns, after swap-out and
 // restore and after a fork, with the state exact against a direct prefill of the log.
 #include "agents/runtime.h"
@@ -81,6 +81,15 @@ Outcome run_sessions(const std::string& db, Speculation mode) {
   return out;
 }
 
+void check_same_output(const Outcome& plain, const Outcome& drafted) {
+  REQUIRE(drafted.texts.size() == plain.texts.size());
+  for (size_t i = 0; i < plain.texts.size(); ++i) {
+    INFO("response " << i);
+    CHECK(drafted.texts[i] == plain.texts[i]);
+  }
+  CHECK(drafted.logits == plain.logits);
+}
+
 TEST_CASE("with context drafts the greedy output and the state are those of decoding one token at a time",
           "[agents][speculative]") {
   TempDir dir;
@@ -91,12 +100,23 @@ TEST_CASE("with context drafts the greedy output and the state are those of deco
   CHECK(drafted.drafted > 0);
   CHECK(drafted.accepted > 0);
   CHECK(drafted.accepted < drafted.drafted);
-  REQUIRE(drafted.texts.size() == plain.texts.size());
-  for (size_t i = 0; i < plain.texts.size(); ++i) {
-    INFO("response " << i);
-    CHECK(drafted.texts[i] == plain.texts[i]);
-  }
-  CHECK(drafted.logits == plain.logits);
+  check_same_output(plain, drafted);
+}
+
+TEST_CASE("with DSpark drafts, and with the better drafter per step, the greedy output and the state are those of "
+          "decoding one token at a time",
+          "[agents][speculative][dspark]") {
+  TempDir dir;
+  const Outcome plain = run_sessions(dir / "plain.db", Speculation::kOff);
+  // The tiny model's stages are random: their drafts are made (batched across the sessions) and
+  // verified, and almost all rejected.
+  const Outcome dspark = run_sessions(dir / "dspark.db", Speculation::kDspark);
+  CHECK(dspark.drafted > 0);
+  check_same_output(plain, dspark);
+  const Outcome both = run_sessions(dir / "auto.db", Speculation::kAuto);
+  CHECK(both.drafted > 0);
+  CHECK(both.accepted > 0);  // the context drafter's
+  check_same_output(plain, both);
 }
 
 }  // namespace

@@ -7,7 +7,8 @@ tool-call history, as the official `openai` client and the OpenAI Agents SDK (`a
   concatenate to the plain greedy answer and `stream_options.include_usage` puts usage on the last chunk.
 - `tool_choice` naming a function and `parallel_tool_calls: false` are accepted.
 - Malformed history gets 400 naming the message (`messages[i]`) and stores nothing.
-- Speculative decoding (context drafts, on by default) answers as a server with `--speculative off` does, and
+- Speculative decoding (context and DSpark drafts, on by default; DSpark alone) answers as a server with
+  `--speculative off` does, and
   usage reports the drafts as OpenAI's predicted-output tokens; /metrics counts them too.
 - Prefix reuse never crosses tenants.
 - The Agents SDK (`OpenAIChatCompletionsModel`): `Runner.run`, its next turn from `result.to_input_list()` (cached),
@@ -122,6 +123,13 @@ def test_speculative_drafts_keep_the_answer_and_are_counted(server, checkpoint, 
                 name="off") as off:
         plain = ask_twice(client_for(off))
         assert off.stop() == 0, off.log()
+    # DSpark alone: the tiny preset's random stages draft (and are rejected), the answer stays.
+    with Server(tmp_path, "--model", str(checkpoint), "--db", str(tmp_path / "dspark.db"), "--speculative", "dspark",
+                name="dspark") as dspark:
+        with_dspark = ask_twice(client_for(dspark))
+        assert metric(dspark, "hippo_drafted_tokens_total") > 0
+        assert dspark.stop() == 0, dspark.log()
+    assert with_dspark.choices[0].message.content == plain.choices[0].message.content
     assert drafted.choices[0].message.content == plain.choices[0].message.content
     assert drafted.usage.completion_tokens == plain.usage.completion_tokens
     d, p = drafted.usage.completion_tokens_details, plain.usage.completion_tokens_details

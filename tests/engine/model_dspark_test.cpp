@@ -1,0 +1,222 @@
+// DSpark on the tiny preset (three stages, block 5): a draft is a fixed function of the state and the
+// anchor, changes nothing, and is the same in a batch as alone; the stage windows hold only committed
+// rows (a rejected verify leaves them as if never seen, a chunked prefill as a one-shot one); greedy
+// output with DSpark's drafts, or the better of both drafters, is the output without; a snapshot
+// written before the stage windows existed (frontier version 1) restores, and drafting goes on.
+#include "engine/model/model.h"
+#include "engine/sampling/sampler.h"
+#include "engine/speculative/decode_loop.h"
+#include "kernels/kv_entry_formats.h"
+#include "tests/engine/test_paths.h"
+
+#include <catch2/catch.hpp>
+
+#include <cstring>
+
+namespace hippo::engine {
+namespace {
+
+using testing::TempDir;
+
+Model& tiny_model() {
+  static TempDir dir;
+  static std::unique_ptr<Model> model;
+  if (!model) {
+    ModelOptions options;
+    options.n_threads = 2;
+    auto loaded = Model::load(testing::init_preset(dir, "tiny", true, 1, "quantised"), options);
+    INFO(loaded.status().to_string());
+    REQUIRE(loaded.ok());
+    model = std::move(loaded.value());
+  }
+  return *model;
+}
+
+std::vector<int32_t> tokens(int64_t n, int32_t salt) {
+  std::vector<int32_t> ids(static_cast<size_t>(n));
+  for (int64_t i = 0; i < n; ++i) ids[static_cast<size_t>(i)] = static_cast<int32_t>((i * 7919 + salt * 104729 + 13) % 120000);
+  return ids;
+}
+
+DsparkDraft draft_of(Model& model, SessionState& state, int32_t anchor) {
+  DsparkDraft d{&state, anchor, {}, {}};
+  REQUIRE(model.draft_dspark(std::span(&d, 1)).ok());
+  return d;
+}
+
+std::vector<int32_t> greedy(Model& model, SessionState& state, int64_t n, const DraftSource& drafts, DecodeCounts* counts) {
+  Sampler sampler(SamplingParams{});
+  std::vector<int32_t> out;
+  auto result = decode_tokens(model, state, sampler, drafts, n, [&](int32_t t) {
+    out.push_back(t);
+    return true;
+  });
+  INFO(result.status().to_string());
+  REQUIRE(result.ok());
+  if (counts != nullptr) *counts = result.value();
+  return out;
+}
+
+TEST_CASE("a DSpark draft is a function of the state and the anchor and changes nothing", "[model][dspark]") {
+  Model& model = tiny_model();
+  REQUIRE(model.has_dspark());
+  const int64_t B = model.text().dspark_block_size;
+  SessionState state = model.new_session();
+  REQUIRE(model.forward(state, tokens(200, 3)).ok());  // past the 128-row stage windows
+  const SessionState before = state;
+  const DsparkDraft a = draft_of(model, state, 4242);
+  const DsparkDraft b = draft_of(model, state, 4242);
+  CHECK(state == before);
+  REQUIRE(a.tokens.size() == static_cast<size_t>(B));
+  REQUIRE(a.confidence.size() == static_cast<size_t>(B));
+  CHECK(a.tokens == b.tokens);
+  CHECK(std::memcmp(a.confidence.data(), b.confidence.data(), a.confidence.size() * sizeof(float)) == 0);
+  for (int32_t t : a.tokens) CHECK((t >= 0 && t < model.text().vocab_size));
+  for (float c : a.confidence) CHECK((c >= 0.0f && c <= 1.0f));
+  // The anchor is the block's first input: another anchor, another block.
+  CHECK(draft_of(model, state, 4243).confidence != a.confidence);
+  // Another context, another block (the stage windows carry it).
+  SessionState other = model.new_session();
+  REQUIRE(model.forward(other, tokens(200, 4)).ok());
+  CHECK(draft_of(model, other, 4242).confidence != a.confidence);
+}
+
+TEST_CASE("DSpark drafts of a batch are those of each session alone", "[model][dspark]") {
+  Model& model = tiny_model();
+  std::vector<SessionState> states;
+  for (int64_t n : {1, 60, 300}) {
+    states.push_back(model.new_session());
+    REQUIRE(model.forward(states.back(), tokens(n, static_cast<int32_t>(n))).ok());
+  }
+  std::vector<DsparkDraft> batch;
+  for (size_t i = 0; i < states.size(); ++i) batch.push_back({&states[i], static_cast<int32_t>(100 + i), {}, {}});
+  REQUIRE(model.draft_dspark(batch).ok());
+  for (size_t i = 0; i < states.size(); ++i) {
+    INFO("session " << i);
+    const DsparkDraft alone = draft_of(model, states[i], static_cast<int32_t>(100 + i));
+    CHECK(alone.tokens == batch[i].tokens);
+    CHECK(std::memcmp(alone.confidence.data(), batch[i].confidence.data(), alone.confidence.size() * sizeof(float)) == 0);
+  }
+}
+
+TEST_CASE("the stage windows of a chunked prefill and of the encoder/decoder plan are those of a one-shot one",
+          "[model][dspark]") {
+  Model& model = tiny_model();
+  const auto ids = tokens(700, 9);
+  SessionState one_shot = model.new_session();
+  REQUIRE(model.forward(one_shot, ids).ok());
+  SessionState chunked = model.new_session();
+  for (size_t i = 0; i < ids.size(); i += 97) {
+    REQUIRE(model.forward(chunked, std::span(ids).subspan(i, std::min<size_t>(97, ids.size() - i))).ok());
+  }
+  SessionState planned = model.new_session();
+  PrefillOptions options;
+  options.chunk_tokens = 128;
+  REQUIRE(model.prefill(planned, ids, options).ok());
+  CHECK(chunked.frontier() == one_shot.frontier());
+  CHECK(planned.frontier() == one_shot.frontier());
+  CHECK(draft_of(model, planned, 7).tokens == draft_of(model, one_shot, 7).tokens);
+}
+
+TEST_CASE("greedy output with DSpark drafts, and with the better drafter per step, is the output without",
+          "[model][dspark][speculative]") {
+  Model& model = tiny_model();
+  SessionState start = model.new_session();
+  // A prompt that repeats itself, so that the context drafter has matches in auto mode.
+  auto ids = tokens(90, 5);
+  const auto again = tokens(90, 5);
+  ids.insert(ids.end(), again.begin(), again.end());
+  REQUIRE(model.forward(start, ids).ok());
+  const int64_t n = 48;
+  SessionState plain = start;
+  const std::vector<int32_t> expected = greedy(model, plain, n, DraftSource{}, nullptr);
+  for (DraftMode mode : {DraftMode::kDspark, DraftMode::kAuto}) {
+    INFO((mode == DraftMode::kDspark ? "dspark" : "auto"));
+    SessionState drafted = start;
+    DecodeCounts counts;
+    CHECK(greedy(model, drafted, n, session_draft_source(model, drafted, mode), &counts) == expected);
+    CHECK(counts.drafted > 0);
+    CHECK(drafted.frontier() == plain.frontier());
+  }
+}
+
+TEST_CASE("DSpark runs between verified drafts that are all accepted, and the state stays plain decoding's",
+          "[model][dspark][speculative]") {
+  // Random weights rarely draft right, so the drafts here are an oracle's (the plain run's next
+  // tokens), with DSpark run before each verify: its stage windows must follow every settle.
+  Model& model = tiny_model();
+  SessionState start = model.new_session();
+  REQUIRE(model.forward(start, tokens(150, 8)).ok());
+  const int64_t n = 30;
+  SessionState plain = start;
+  const std::vector<int32_t> expected = greedy(model, plain, n, DraftSource{}, nullptr);
+  SessionState drafted = start;
+  int64_t dspark_runs = 0;
+  DraftSource oracle = [&](std::span<const int32_t> seen, int32_t last) -> Result<std::vector<int32_t>> {
+    DsparkDraft block{&drafted, last, {}, {}};
+    HIPPO_RETURN_IF_ERROR(model.draft_dspark(std::span(&block, 1)));
+    ++dspark_runs;
+    std::vector<int32_t> d;
+    for (auto i = static_cast<size_t>(static_cast<int64_t>(seen.size()) - 150 + 1); i < expected.size() && d.size() < 5; ++i)
+      d.push_back(expected[i]);
+    return d;
+  };
+  DecodeCounts counts;
+  CHECK(greedy(model, drafted, n, oracle, &counts) == expected);
+  CHECK(counts.accepted == counts.drafted);
+  CHECK(dspark_runs > 3);
+  CHECK(drafted.frontier() == plain.frontier());
+}
+
+// A version-2 frontier as version 1 wrote it: no stage-window count or start in the header, no
+// stage windows after the trunk's rings.
+std::vector<std::byte> as_version_1(const SessionState& state, const TextConfig& t) {
+  std::vector<std::byte> v2 = state.frontier();
+  const size_t header = 4 + 4 + 8 * 8;
+  const size_t ring_bytes = static_cast<size_t>(t.sliding_window * kernels::window_entry_bytes(t.head_dim));
+  std::vector<std::byte> v1(v2.begin(), v2.begin() + static_cast<std::ptrdiff_t>(header));
+  const std::uint32_t version = 1;
+  std::memcpy(v1.data() + 4, &version, 4);
+  const size_t rings = header + 16;
+  const size_t trunk = static_cast<size_t>(t.num_hidden_layers) * ring_bytes;
+  const size_t stages = static_cast<size_t>(t.num_nextn_predict_layers) * ring_bytes;
+  v1.insert(v1.end(), v2.begin() + static_cast<std::ptrdiff_t>(rings), v2.begin() + static_cast<std::ptrdiff_t>(rings + trunk));
+  v1.insert(v1.end(), v2.begin() + static_cast<std::ptrdiff_t>(rings + trunk + stages), v2.end());
+  return v1;
+}
+
+std::vector<StateStreamBuffer> stream_copies(const SessionState& state) {
+  std::vector<StateStreamBuffer> out;
+  for (const StateStream& s : state.streams()) {
+    const auto* p = reinterpret_cast<const std::uint8_t*>(s.bytes.data());
+    out.push_back({s.name, std::vector<std::uint8_t>(p, p + s.bytes.size())});
+  }
+  return out;
+}
+
+TEST_CASE("a snapshot from before the stage windows restores; DSpark drafts from the rows committed since",
+          "[model][dspark][speculative]") {
+  Model& model = tiny_model();
+  SessionState state = model.new_session();
+  REQUIRE(model.forward(state, tokens(300, 12)).ok());
+  auto restored = SessionState::restore(model.text(), as_version_1(state, model.text()), stream_copies(state));
+  INFO(restored.status().to_string());
+  REQUIRE(restored.ok());
+  SessionState& old = restored.value();
+  CHECK(old.dspark_from() == 300);
+  CHECK(old.token_ids() == state.token_ids());
+  // It drafts from an empty window at first, and decodes as the current state does, with drafts.
+  SessionState plain = state;
+  const std::vector<int32_t> expected = greedy(model, plain, 24, DraftSource{}, nullptr);
+  DecodeCounts counts;
+  CHECK(greedy(model, old, 24, session_draft_source(model, old, DraftMode::kDspark), &counts) == expected);
+  CHECK(counts.drafted > 0);
+  // A version-2 frontier carries the start on.
+  auto again = SessionState::restore(model.text(), old.frontier(), stream_copies(old));
+  REQUIRE(again.ok());
+  CHECK(again.value().dspark_from() == 300);
+  CHECK(again.value() == old);
+}
+
+}  // namespace
+}  // namespace hippo::engine
