@@ -869,7 +869,7 @@ class AgentRuntime::Engine {
   }
 
   void sample(AgentSession& s) {
-    const int32_t token = choose(s, s.state->next_logits(), std::nullopt);
+    const int32_t token = choose(s, s.state->next_logits());
     if (s.job->accept(token)) {
       finish(s, s.job->finish_reason());
     } else {
@@ -877,11 +877,10 @@ class AgentRuntime::Engine {
     }
   }
 
-  // The response's next token from these logits: the one it must take, or the sampler's (against a
-  // draft where there is one).
-  int32_t choose(AgentSession& s, std::span<const float> logits, std::optional<int32_t> draft) {
+  // The response's next token from these logits: the one it must take, or the sampler's.
+  int32_t choose(AgentSession& s, std::span<const float> logits) {
     const std::optional<int32_t> forced = s.job->forced_token();
-    const int32_t token = forced ? *forced : draft ? s.job->sampler.next(logits, *draft) : s.job->sampler.next(logits);
+    const int32_t token = forced ? *forced : s.job->sampler.next(logits);
     if (s.job->options().top_logprobs >= 0 && !forced) emit_logprob(*s.job, logits, token);
     return token;
   }
@@ -898,10 +897,8 @@ class AgentRuntime::Engine {
   // speculation is off, the response must take a given token next, a guard pauses the drafter, or
   // the response has no room left.
   void draft(const std::vector<AgentSession*>& decoders, std::vector<Verification>& verifying) {
-    if (options_.speculation == Speculation::kOff) return;
-    const engine::DraftMode mode = options_.speculation == Speculation::kContext ? engine::DraftMode::kContext
-                                   : options_.speculation == Speculation::kDspark ? engine::DraftMode::kDspark
-                                                                                   : engine::DraftMode::kAuto;
+    if (!options_.speculation) return;
+    const engine::DraftMode mode = *options_.speculation;
     const int64_t dspark_block = model_.has_dspark() ? model_.text().dspark_block_size : 0;
     std::vector<engine::DsparkDraft> blocks;
     std::vector<size_t> block_of;  // the decoder of each block
@@ -912,7 +909,7 @@ class AgentRuntime::Engine {
     for (size_t i = 0; i < decoders.size(); ++i) {
       AgentSession& s = *decoders[i];
       if (s.job->forced_token()) continue;
-      if (!s.drafter) s.drafter = std::make_unique<engine::SessionDrafter>(mode, dspark_block);
+      if (!s.drafter) s.drafter = std::make_unique<engine::SessionDrafter>(mode, dspark_block, dspark_guard_);
       verifying[i].drafts = s.drafter->propose(s.state->token_ids(), s.pending.back(), room(s));
       if (s.drafter->wants_dspark()) {
         blocks.push_back({&*s.state, s.pending.back(), {}, {}});
@@ -939,7 +936,7 @@ class AgentRuntime::Engine {
     int32_t last = 0;
     const engine::DraftVerdict verdict = engine::verify_draft(
         v.logits, model_.text().vocab_size, v.drafts,
-        [&](std::span<const float> row, std::optional<int32_t> draft) { return choose(s, row, draft); },
+        [&](std::span<const float> row) { return choose(s, row); },
         [&](int32_t token) {
           last = token;
           ended = job.accept(token);
@@ -1632,6 +1629,7 @@ class AgentRuntime::Engine {
   std::vector<AgentSession*> running_;  // admitted, in admission order
   uint64_t clock_ = 0;
   RuntimeStats stats_;
+  engine::DraftGuard dspark_guard_{engine::kDsparkGuard};  // the model's DSpark, for every session
   static constexpr int64_t kMinPrefillChunk = 16;
   double prefill_budget_ = kMinPrefillChunk;  // prefill tokens of a step nobody decodes in (pace_prefill_only)
   double interleaved_budget_ = 16;   // prefill tokens per step while others decode (pace_prefill)

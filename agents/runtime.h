@@ -37,6 +37,7 @@
 
 #include "agents/agent_types.h"
 #include "base/status.h"
+#include "engine/speculative/session_drafter.h"
 #include "storage/store.h"
 
 #include <chrono>
@@ -62,8 +63,6 @@ inline constexpr const char* kEngineThreadName = "hippo-engine";
 inline constexpr const char* kRestoreThreadName = "hippo-restore";
 inline constexpr const char* kStoreThreadName = "hippo-store";
 
-enum class Speculation { kOff, kContext, kDspark, kAuto };
-
 struct RuntimeOptions {
   std::string db_path = "hippo.db";
   uint64_t kv_memory_bytes = uint64_t{8} << 30;
@@ -87,11 +86,11 @@ struct RuntimeOptions {
   // Idle completion sessions kept per tenant for prefix reuse (respond_to_conversation); they are
   // also closed once unused for completion_max_age.
   int64_t max_prefix_sessions = 64;
-  // Speculative decoding: drafts from the session's own tokens (context), the checkpoint's DSpark
-  // stages (dspark) or the better of both per step (auto; engine/speculative/session_drafter.h),
-  // verified by the model in the decode step, the output unchanged (docs/engine.md). DSpark and
-  // auto use DSpark only where the checkpoint has its stages.
-  Speculation speculation = Speculation::kAuto;
+  // Speculative decoding (none: off): drafts from the session's own tokens (context), the
+  // checkpoint's DSpark stages (dspark) or the better of both per step (auto;
+  // engine/speculative/session_drafter.h), verified by the model in the decode step, the output
+  // unchanged (docs/engine.md). DSpark takes part only where the checkpoint has its stages.
+  std::optional<engine::DraftMode> speculation = engine::DraftMode::kAuto;
 };
 
 class AgentRuntime {

@@ -49,6 +49,7 @@ struct AgentsBenchOptions {
   int64_t idle_sessions = 10000;
   int64_t swap_context = 1'000'000;
   std::vector<std::string> sections = {"batching", "latency", "resume", "idle", "swap"};
+  std::string speculative = "auto";
   bool json = false;
 };
 
@@ -112,10 +113,12 @@ struct Bench {
   engine::Model& model;
   const tokenizer::Tokenizer& tok;
   std::filesystem::path dir;
+  std::optional<engine::DraftMode> speculation;
   int db_counter = 0;
 
   Result<std::unique_ptr<AgentRuntime>> runtime(agents::RuntimeOptions options = {}) {
     options.db_path = (dir / fmt::format("bench-{}.db", db_counter++)).string();
+    options.speculation = speculation;
     return AgentRuntime::open(model, tok, options);
   }
 
@@ -126,9 +129,14 @@ struct Bench {
   }
 };
 
+struct DecodeRate {
+  double tokens_per_second = 0;
+  int64_t drafted = 0, accepted = 0;  // speculative decoding's drafts
+};
+
 // Aggregate decode rate of n sessions generating at once, from the first decode step to the last
 // token.
-Result<double> decode_rate(Bench& b, const AgentsBenchOptions& o, int64_t n, int64_t& largest_batch) {
+Result<DecodeRate> decode_rate(Bench& b, const AgentsBenchOptions& o, int64_t n, int64_t& largest_batch) {
   HIPPO_ASSIGN_OR_RETURN(auto rt, b.runtime());
   std::vector<std::string> ids;
   for (int64_t i = 0; i < n; ++i) {
@@ -142,16 +150,20 @@ Result<double> decode_rate(Bench& b, const AgentsBenchOptions& o, int64_t n, int
                                               watches.back()->sink()));
   }
   int64_t tokens = 0;
+  DecodeRate rate;
   Clock::time_point first = Clock::time_point::max(), last = Clock::time_point::min();
   for (auto& w : watches) {
     HIPPO_ASSIGN_OR_RETURN(ResponseEvent done, w->wait());
     tokens += done.usage.output_tokens - 1;  // the first token ends the prefill
+    rate.drafted += done.usage.drafted_tokens;
+    rate.accepted += done.usage.accepted_tokens;
     const Clock::time_point end = Clock::now();
     first = std::min(first, end - std::chrono::duration_cast<Clock::duration>(std::chrono::duration<double>(done.usage.decode_seconds)));
     last = std::max(last, end);
   }
   largest_batch = std::max(largest_batch, rt->stats().largest_batch);
-  return static_cast<double>(tokens) / seconds(last - first);
+  rate.tokens_per_second = static_cast<double>(tokens) / seconds(last - first);
+  return rate;
 }
 
 // The best of `repeats` runs per session count: other work on the machine only ever slows a run
@@ -160,17 +172,19 @@ Result<boost::json::object> bench_batching(Bench& b, const AgentsBenchOptions& o
   boost::json::array rows;
   double single = 0;
   for (int64_t n : o.sessions) {
-    double best = 0;
+    DecodeRate best;
     int64_t largest_batch = 0;
     for (int64_t r = 0; r < o.repeats; ++r) {
-      HIPPO_ASSIGN_OR_RETURN(double rate, decode_rate(b, o, n, largest_batch));
-      best = std::max(best, rate);
+      HIPPO_ASSIGN_OR_RETURN(DecodeRate rate, decode_rate(b, o, n, largest_batch));
+      if (rate.tokens_per_second > best.tokens_per_second) best = rate;
     }
-    if (n == o.sessions.front()) single = best;
-    rows.push_back(boost::json::object{{"sessions", n}, {"decode_tokens_per_second", best},
-                                       {"over_first", best / single}, {"largest_batch", largest_batch}});
+    if (n == o.sessions.front()) single = best.tokens_per_second;
+    rows.push_back(boost::json::object{{"sessions", n}, {"decode_tokens_per_second", best.tokens_per_second},
+                                       {"over_first", best.tokens_per_second / single}, {"largest_batch", largest_batch},
+                                       {"drafted_tokens", best.drafted}, {"accepted_tokens", best.accepted}});
   }
-  return boost::json::object{{"rows", rows}, {"decode_tokens", o.decode_tokens}, {"repeats", o.repeats}};
+  return boost::json::object{{"rows", rows}, {"decode_tokens", o.decode_tokens}, {"repeats", o.repeats},
+                             {"speculative", o.speculative}};
 }
 
 // Inter-token gaps of `decoders` sessions until `until` returns true.
@@ -463,7 +477,8 @@ Status run_agents_bench(const AgentsBenchOptions& o, std::ostream& out) {
   const std::filesystem::path dir =
       std::filesystem::temp_directory_path() / fmt::format("hippo-bench-agents-{}", std::random_device{}());
   std::filesystem::create_directories(dir, ec);
-  Bench b{*model, tok, dir};
+  HIPPO_ASSIGN_OR_RETURN(const std::optional<engine::DraftMode> drafts, draft_mode(o.speculative, *model));
+  Bench b{*model, tok, dir, drafts};
   const std::set<std::string> wanted(o.sections.begin(), o.sections.end());
   boost::json::object doc{{"model", o.model_dir}, {"threads", model->n_threads()}};
   Status status;
@@ -490,12 +505,15 @@ Status run_agents_bench(const AgentsBenchOptions& o, std::ostream& out) {
   }
   out << fmt::format("model    {} ({} threads)\n", o.model_dir, model->n_threads());
   if (auto* s = doc.if_contains("batching")) {
-    out << fmt::format("\nbatching: {} sampled tokens per session, best of {} runs\n{:>9} | {:>10} {:>9} {:>6}\n",
-                       s->at("decode_tokens").as_int64(), s->at("repeats").as_int64(), "sessions", "decode/s", "x first", "batch");
+    out << fmt::format("\nbatching: {} sampled tokens per session, best of {} runs, --speculative {}\n"
+                       "{:>9} | {:>10} {:>9} {:>6} | {:>8} {:>8}\n",
+                       s->at("decode_tokens").as_int64(), s->at("repeats").as_int64(), s->at("speculative").as_string(),
+                       "sessions", "decode/s", "x first", "batch", "drafted", "accepted");
     for (const auto& row : s->at("rows").as_array()) {
-      out << fmt::format("{:>9} | {:>10.1f} {:>9.2f} {:>6}\n", row.at("sessions").as_int64(),
+      out << fmt::format("{:>9} | {:>10.1f} {:>9.2f} {:>6} | {:>8} {:>8}\n", row.at("sessions").as_int64(),
                          row.at("decode_tokens_per_second").as_double(), row.at("over_first").as_double(),
-                         row.at("largest_batch").as_int64());
+                         row.at("largest_batch").as_int64(), row.at("drafted_tokens").as_int64(),
+                         row.at("accepted_tokens").as_int64());
     }
   }
   if (auto* s = doc.if_contains("latency")) {
@@ -566,6 +584,7 @@ void add_bench_agents_command(CLI::App& bench, Invocation& inv) {
       ->delimiter(',')
       ->check(CLI::IsMember({"batching", "latency", "resume", "idle", "swap"}))
       ->capture_default_str();
+  add_speculative_option(*cmd, o->speculative);
   cmd->add_flag("--json", o->json, "One JSON object instead of a table");
   cmd->parse_complete_callback([&inv, o] { inv.action = [&inv, o] { return run_agents_bench(*o, *inv.out); }; });
 }

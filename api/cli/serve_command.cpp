@@ -10,7 +10,6 @@
 #include "base/log.h"
 #include "engine/config/presets.h"
 #include "engine/model/model.h"
-#include "engine/speculative/session_drafter.h"
 #include "engine/tokenizer/tokenizer.h"
 #include "engine/weights/init_checkpoint.h"
 #include "kernels/backend_registry.h"
@@ -152,10 +151,7 @@ Status run_server(const ServeCommand& cmd, std::ostream& out) {
   runtime_options.completion_max_bytes = cmd.completion_max_bytes;
   runtime_options.max_prefix_sessions = cmd.max_prefix_sessions;
   HIPPO_ASSIGN_OR_RETURN(const std::optional<engine::DraftMode> drafts, draft_mode(cmd.speculative, *model));
-  runtime_options.speculation = !drafts                                  ? agents::Speculation::kOff
-                                : *drafts == engine::DraftMode::kContext ? agents::Speculation::kContext
-                                : *drafts == engine::DraftMode::kDspark  ? agents::Speculation::kDspark
-                                                                         : agents::Speculation::kAuto;
+  runtime_options.speculation = drafts;
   HIPPO_ASSIGN_OR_RETURN(std::unique_ptr<agents::AgentRuntime> runtime,
                          agents::AgentRuntime::open(*model, tokenizer, runtime_options));
   log::info("model loaded", {{"dir", model_dir},

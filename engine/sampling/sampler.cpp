@@ -44,13 +44,7 @@ double Sampler::uniform() { return static_cast<double>(generator_() >> 11) * 0x1
 // No full sort unless top-p needs one: the weights exp((logit - max) / T) are computed in id order,
 // top-k selects with nth_element, min-p is a threshold on the weights (the best weighs 1), and
 // top-p sorts only what min-p and top-k kept.
-int32_t Sampler::next(std::span<const float> logits) { return draw(logits, std::nullopt); }
-
-int32_t Sampler::next(std::span<const float> logits, int32_t draft) { return draw(logits, draft); }
-
-// With a draft: one uniform decides whether it is taken (u < its share of the total), and when it is
-// not, its weight leaves the total before the usual draw, which is then a draw from the residual.
-int32_t Sampler::draw(std::span<const float> logits, std::optional<int32_t> draft) {
+int32_t Sampler::next(std::span<const float> logits) {
   if (params_.temperature <= 0.0) return argmax(logits);
   const float top = max_value(logits);
   std::vector<int32_t> ids;
@@ -105,16 +99,6 @@ int32_t Sampler::draw(std::span<const float> logits, std::optional<int32_t> draf
   // The draw walks the candidates in order: ids ascending, or by weight after a top-p sort. The last
   // candidate with weight takes what rounding leaves of the target.
   if (!cut) {
-    if (draft) {
-      const auto at = ids.empty() ? static_cast<size_t>(*draft)
-                                  : static_cast<size_t>(std::lower_bound(ids.begin(), ids.end(), *draft) - ids.begin());
-      if (at < n && id_at(at) == *draft && weight[at] > 0.0f) {
-        if (uniform() * total < weight[at]) return *draft;
-        total -= weight[at];
-        block_totals_[at / kBlock] -= weight[at];
-        weight[at] = 0.0f;
-      }
-    }
     double target = uniform() * total;
     size_t b = 0;
     while (b + 1 < block_totals_.size() && target >= block_totals_[b]) target -= block_totals_[b++];
@@ -128,14 +112,6 @@ int32_t Sampler::draw(std::span<const float> logits, std::optional<int32_t> draf
   }
   double kept_total = 0.0;
   for (const auto& [w, id] : kept) kept_total += w;
-  if (draft) {
-    const auto found = std::find_if(kept.begin(), kept.end(), [&](const auto& k) { return k.second == *draft; });
-    if (found != kept.end()) {
-      if (uniform() * kept_total < found->first) return *draft;
-      kept_total -= found->first;
-      kept.erase(found);
-    }
-  }
   double target = uniform() * kept_total;
   for (const auto& [w, id] : kept) {
     target -= w;

@@ -25,17 +25,11 @@ class Sampler {
       : params_(params), seed_(params.seed ? *params.seed : random_seed()), generator_(seed_) {}
 
   int32_t next(std::span<const float> logits);
-  // The next token where a drafter proposed `draft` (speculative decoding): greedy, the argmax;
-  // sampled, `draft` with probability p(draft), otherwise a draw from p without it. For a drafter
-  // that proposes one token for sure, this is the lossless rule accept with min(1, p/q) and resample
-  // from the residual max(0, p - q): the token is distributed as next() draws it.
-  int32_t next(std::span<const float> logits, int32_t draft);
   // The seed in use: the one given, or the one drawn (reported, so that a run can be repeated).
   uint64_t seed() const { return seed_; }
 
  private:
   double uniform();  // [0, 1) from the top 53 bits of one draw
-  int32_t draw(std::span<const float> logits, std::optional<int32_t> draft);
   static uint64_t random_seed();
 
   SamplingParams params_;

@@ -3,17 +3,25 @@
 #include "engine/speculative/verify_draft.h"
 
 #include <memory>
+#include <optional>
 
 namespace hippo::engine {
 
 DraftSource session_draft_source(Model& model, SessionState& state, DraftMode mode) {
-  auto drafter = std::make_shared<SessionDrafter>(mode, model.has_dspark() ? model.text().dspark_block_size : 0);
-  return [drafter, &model, &state](std::span<const int32_t> tokens, int32_t last) -> Result<std::vector<int32_t>> {
-    std::vector<int32_t> drafts = drafter->propose(tokens, last, kMaxDraftTokens);
-    if (!drafter->wants_dspark()) return drafts;
+  // The drafter and its DSpark guard (one session: the guard is its own).
+  struct Drafting {
+    DraftGuard dspark_guard{kDsparkGuard};
+    std::optional<SessionDrafter> drafter;
+  };
+  auto drafting = std::make_shared<Drafting>();
+  drafting->drafter.emplace(mode, model.has_dspark() ? model.text().dspark_block_size : 0, drafting->dspark_guard);
+  return [drafting, &model, &state](std::span<const int32_t> tokens, int32_t last) -> Result<std::vector<int32_t>> {
+    SessionDrafter& drafter = *drafting->drafter;
+    std::vector<int32_t> context = drafter.propose(tokens, last, kMaxDraftTokens);
+    if (!drafter.wants_dspark()) return context;
     DsparkDraft block{&state, last, {}, {}};
     HIPPO_RETURN_IF_ERROR(model.draft_dspark(std::span(&block, 1)));
-    return drafter->take_dspark(block, kMaxDraftTokens);
+    return drafter.take_dspark(block, kMaxDraftTokens);
   };
 }
 
@@ -49,9 +57,7 @@ Result<DecodeCounts> decode_tokens(Model& model, SessionState& state, Sampler& s
     HIPPO_RETURN_IF_ERROR(model.forward(std::span(&request, 1)));
     const DraftVerdict verdict = verify_draft(
         rows, model.text().vocab_size, proposal,
-        [&](std::span<const float> row, std::optional<int32_t> draft) {
-          return draft ? sampler.next(row, *draft) : sampler.next(row);
-        },
+        [&](std::span<const float> row) { return sampler.next(row); },
         give);
     HIPPO_RETURN_IF_ERROR(model.settle(state, verdict.keep, rows));
     const auto n = static_cast<int64_t>(proposal.size());

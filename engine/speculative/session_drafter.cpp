@@ -4,10 +4,11 @@
 
 namespace hippo::engine {
 
-SessionDrafter::SessionDrafter(DraftMode mode, int64_t dspark_block) : mode_(mode), dspark_block_(dspark_block) {}
+SessionDrafter::SessionDrafter(DraftMode mode, int64_t dspark_block, DraftGuard& dspark_guard)
+    : mode_(mode), dspark_block_(dspark_block), context_stats_{&context_guard_}, dspark_stats_{&dspark_guard} {}
 
 void SessionDrafter::Drafter::record(int64_t drafted, int64_t accepted) {
-  guard.record(drafted, accepted);
+  guard->record(drafted, accepted);
   constexpr double kWeight = 0.2;  // of the latest draft in the moving average
   acceptance += kWeight * (static_cast<double>(accepted) / static_cast<double>(drafted) - acceptance);
 }
@@ -25,12 +26,12 @@ std::vector<int32_t> SessionDrafter::propose(std::span<const int32_t> tokens, in
   wants_dspark_ = false;
   if (room <= 0) return {};
   std::vector<int32_t> context;
-  if (mode_ != DraftMode::kDspark && context_stats_.guard.allows()) {
+  if (mode_ != DraftMode::kDspark && context_stats_.guard->allows()) {
     context_.follow(tokens, std::span(&last, 1));
     context = context_.propose();
     if (static_cast<int64_t>(context.size()) > room) context.resize(static_cast<size_t>(room));
   }
-  const bool dspark = mode_ != DraftMode::kContext && dspark_block_ > 0 && dspark_stats_.guard.allows();
+  const bool dspark = mode_ != DraftMode::kContext && dspark_block_ > 0 && dspark_stats_.guard->allows();
   // Expected accepted tokens: the drafts times the drafter's recent acceptance per drafted token.
   const double context_yield = static_cast<double>(context.size()) * context_stats_.acceptance;
   const double dspark_yield = dspark ? static_cast<double>(std::min(dspark_block_, room)) * dspark_stats_.acceptance : 0;

@@ -1,6 +1,7 @@
 // SessionDrafter: the drafts of one decoding session, step by step: the context drafter's
 // (context_drafter.h) or DSpark's (Model::draft_dspark), whichever promises more accepted tokens this
-// step, each behind a guard that pauses it while its drafts keep failing. It learns how its last
+// step, each behind a guard that pauses it while its drafts keep failing (DSpark's shared by the
+// sessions of a model: draft_guard.h). It learns how its last
 // proposal fared from the tokens the session committed since (a verified draft keeps the accepted
 // prefix), so callers only ask and verify.
 //
@@ -23,8 +24,11 @@ enum class DraftMode { kContext, kDspark, kAuto };
 
 class SessionDrafter {
  public:
-  // DSpark takes part only where the model has its stages (dspark_block: its block size, 0 = none).
-  SessionDrafter(DraftMode mode, int64_t dspark_block);
+  // DSpark takes part only where the model has its stages (dspark_block: its block size, 0 = none);
+  // dspark_guard (kDsparkGuard) is the model's, and outlives the drafter.
+  SessionDrafter(DraftMode mode, int64_t dspark_block, DraftGuard& dspark_guard);
+  SessionDrafter(const SessionDrafter&) = delete;
+  SessionDrafter& operator=(const SessionDrafter&) = delete;
 
   // For the session's tokens and `last` (chosen, not yet fed): the context drafter's drafts (at most
   // `room`), or none.
@@ -41,7 +45,7 @@ class SessionDrafter {
  private:
   enum class Source { kNone, kContext, kDspark };
   struct Drafter {
-    DraftGuard guard;
+    DraftGuard* guard;
     double acceptance = 0.5;  // per drafted token, a moving average over its verified drafts
     void record(int64_t drafted, int64_t accepted);
   };
@@ -51,6 +55,7 @@ class SessionDrafter {
   DraftMode mode_;
   int64_t dspark_block_;
   ContextDrafter context_;
+  DraftGuard context_guard_;
   Drafter context_stats_, dspark_stats_;
   bool wants_dspark_ = false;
   // The last proposal: its source, the session's length when it was made, its drafts.

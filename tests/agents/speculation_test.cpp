@@ -14,7 +14,7 @@ namespace {
 
 using namespace hippo::agents::testing;
 
-RuntimeOptions speculation(Speculation mode) {
+RuntimeOptions speculation(std::optional<engine::DraftMode> mode) {
   RuntimeOptions o;
   o.speculation = mode;
   return o;
@@ -36,7 +36,7 @@ struct Outcome {
 
 // Six sessions in one batch, two turns each, the first session swapped out between them and a fork of
 // the second answering the second turn too.
-Outcome run_sessions(const std::string& db, Speculation mode) {
+Outcome run_sessions(const std::string& db, std::optional<engine::DraftMode> mode) {
   Outcome out;
   auto rt = open_runtime(db, speculation(mode));
   constexpr int kSessions = 6;
@@ -93,8 +93,8 @@ void check_same_output(const Outcome& plain, const Outcome& drafted) {
 TEST_CASE("with context drafts the greedy output and the state are those of decoding one token at a time",
           "[agents][speculative]") {
   TempDir dir;
-  const Outcome plain = run_sessions(dir / "plain.db", Speculation::kOff);
-  const Outcome drafted = run_sessions(dir / "drafted.db", Speculation::kContext);
+  const Outcome plain = run_sessions(dir / "plain.db", std::nullopt);
+  const Outcome drafted = run_sessions(dir / "drafted.db", engine::DraftMode::kContext);
   CHECK(plain.drafted == 0);
   // The test means something only if drafts were made and some were right, and some wrong.
   CHECK(drafted.drafted > 0);
@@ -107,13 +107,13 @@ TEST_CASE("with DSpark drafts, and with the better drafter per step, the greedy 
           "decoding one token at a time",
           "[agents][speculative][dspark]") {
   TempDir dir;
-  const Outcome plain = run_sessions(dir / "plain.db", Speculation::kOff);
+  const Outcome plain = run_sessions(dir / "plain.db", std::nullopt);
   // The tiny model's stages are random: their drafts are made (batched across the sessions) and
   // verified, and almost all rejected.
-  const Outcome dspark = run_sessions(dir / "dspark.db", Speculation::kDspark);
+  const Outcome dspark = run_sessions(dir / "dspark.db", engine::DraftMode::kDspark);
   CHECK(dspark.drafted > 0);
   check_same_output(plain, dspark);
-  const Outcome both = run_sessions(dir / "auto.db", Speculation::kAuto);
+  const Outcome both = run_sessions(dir / "auto.db", engine::DraftMode::kAuto);
   CHECK(both.drafted > 0);
   CHECK(both.accepted > 0);  // the context drafter's
   check_same_output(plain, both);

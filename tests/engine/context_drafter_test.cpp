@@ -65,7 +65,7 @@ TEST_CASE("following a growing sequence indexes only what is new, another sequen
 TEST_CASE("the verify walk keeps the accepted drafts and the model's own token after them", "[speculative]") {
   // Rows are one float wide: the row's value is the token the "model" chooses there.
   const std::vector<float> rows = {20, 21, 99, 23};
-  auto choose = [](std::span<const float> row, std::optional<int32_t>) { return static_cast<int32_t>(row[0]); };
+  auto choose = [](std::span<const float> row) { return static_cast<int32_t>(row[0]); };
   std::vector<int32_t> taken;
   auto take = [&](int32_t token) {
     taken.push_back(token);

@@ -44,8 +44,9 @@ DsparkDraft draft_of(Model& model, SessionState& state, int32_t anchor) {
   return d;
 }
 
-std::vector<int32_t> greedy(Model& model, SessionState& state, int64_t n, const DraftSource& drafts, DecodeCounts* counts) {
-  Sampler sampler(SamplingParams{});
+std::vector<int32_t> decode(Model& model, SessionState& state, int64_t n, const DraftSource& drafts, DecodeCounts* counts,
+                            const SamplingParams& params) {
+  Sampler sampler(params);
   std::vector<int32_t> out;
   auto result = decode_tokens(model, state, sampler, drafts, n, [&](int32_t t) {
     out.push_back(t);
@@ -55,6 +56,10 @@ std::vector<int32_t> greedy(Model& model, SessionState& state, int64_t n, const 
   REQUIRE(result.ok());
   if (counts != nullptr) *counts = result.value();
   return out;
+}
+
+std::vector<int32_t> greedy(Model& model, SessionState& state, int64_t n, const DraftSource& drafts, DecodeCounts* counts) {
+  return decode(model, state, n, drafts, counts, SamplingParams{});
 }
 
 TEST_CASE("a DSpark draft is a function of the state and the anchor and changes nothing", "[model][dspark]") {
@@ -166,6 +171,39 @@ TEST_CASE("DSpark runs between verified drafts that are all accepted, and the st
   CHECK(counts.accepted == counts.drafted);
   CHECK(dspark_runs > 3);
   CHECK(drafted.frontier() == plain.frontier());
+}
+
+TEST_CASE("a seeded sampled output is the same with drafts as without, whoever drafts", "[model][dspark][speculative]") {
+  // The verify walk draws each token as plain decoding does (verify_draft.h), so drafts change
+  // neither the tokens nor the generator's state; oracle drafts make sure some are taken.
+  Model& model = tiny_model();
+  SessionState start = model.new_session();
+  REQUIRE(model.forward(start, tokens(140, 13)).ok());
+  SamplingParams params;
+  params.temperature = 1.0;
+  params.top_p = 0.95;
+  params.seed = 5;
+  const int64_t n = 40;
+  SessionState plain = start;
+  const std::vector<int32_t> expected = decode(model, plain, n, DraftSource{}, nullptr, params);
+  auto oracle = [&](std::span<const int32_t> seen, int32_t) -> Result<std::vector<int32_t>> {
+    std::vector<int32_t> d;
+    for (auto i = static_cast<size_t>(static_cast<int64_t>(seen.size()) - 140 + 1); i < expected.size() && d.size() < 5; ++i)
+      d.push_back(expected[i]);
+    return d;
+  };
+  for (int source = 0; source < 3; ++source) {
+    INFO("source " << source);
+    SessionState drafted = start;
+    const DraftSource drafts = source == 0   ? DraftSource(oracle)
+                               : source == 1 ? session_draft_source(model, drafted, DraftMode::kDspark)
+                                             : session_draft_source(model, drafted, DraftMode::kAuto);
+    DecodeCounts counts;
+    CHECK(decode(model, drafted, n, drafts, &counts, params) == expected);
+    CHECK(counts.drafted > 0);
+    if (source == 0) CHECK(counts.accepted == counts.drafted);
+    CHECK(drafted.frontier() == plain.frontier());
+  }
 }
 
 // A version-2 frontier as version 1 wrote it: no stage-window count or start in the header, no

@@ -1,15 +1,19 @@
 // The sampler: greedy ties, determinism per seed, the distribution it draws from, and the cuts
 // (top-k, min-p, top-p) on logits whose probabilities are known.
 #include "engine/sampling/sampler.h"
+#include "engine/speculative/verify_draft.h"
 
 #include <catch2/catch.hpp>
 
 #include <cmath>
 #include <map>
+#include <optional>
 #include <vector>
 
+using hippo::engine::DraftVerdict;
 using hippo::engine::Sampler;
 using hippo::engine::SamplingParams;
+using hippo::engine::verify_draft;
 
 namespace {
 
@@ -117,49 +121,66 @@ TEST_CASE("without a seed each sampler draws one and reports it, the reported se
   CHECK(repeated == first);
 }
 
-TEST_CASE("with a draft the token is still distributed as the target, whatever is drafted", "[sampler][speculative]") {
-  // The lossless rule: p(draft) to take the draft, else a draw from the residual. A rule that
-  // favoured the draft (or never took it) moves its share far beyond the tolerance, as the
-  // always-take rule checked at the end shows.
+TEST_CASE("a verified draft leaves the token distributed as the target, whatever is drafted", "[sampler][speculative]") {
+  // verify_draft chooses each row's token as plain decoding does and keeps the draft only when they
+  // agree: the draft is taken with probability p(draft) and the token is a plain draw. A rule that
+  // favoured the draft (or never took it) moves the shares far beyond the tolerance, as the biased
+  // rule checked at the end shows.
   constexpr int kDraws = 60000;
+  struct Shares {
+    std::map<int32_t, double> token;  // the first token taken
+    double accepted = 0;              // how often the draft was
+  };
   auto shares = [&](SamplingParams params, int32_t draft, const std::vector<float>& logits) {
     params.seed = 11;
     Sampler sampler(params);
-    std::map<int32_t, double> share;
-    for (int i = 0; i < kDraws; ++i) share[sampler.next(logits, draft)] += 1.0 / kDraws;
-    return share;
+    std::vector<float> rows = logits;  // the draft's row, then the row after it
+    rows.insert(rows.end(), logits.begin(), logits.end());
+    Shares out;
+    for (int i = 0; i < kDraws; ++i) {
+      std::optional<int32_t> first;
+      const DraftVerdict v = verify_draft(
+          rows, static_cast<int64_t>(logits.size()), std::vector<int32_t>{draft},
+          [&](std::span<const float> row) { return sampler.next(row); },
+          [&](int32_t token) {
+            if (!first) first = token;
+            return true;
+          });
+      out.token[*first] += 1.0 / kDraws;
+      out.accepted += static_cast<double>(v.accepted) / kDraws;
+    }
+    return out;
   };
   SamplingParams p;
   p.temperature = 1.0;
+  const double target[] = {0.5, 0.25, 0.125, 0.125};
   for (int32_t draft : {0, 1, 3}) {  // likely, middling, unlikely
     INFO("draft " << draft);
-    auto share = shares(p, draft, kLogits);
-    CHECK(std::abs(share[0] - 0.5) < 0.012);
-    CHECK(std::abs(share[1] - 0.25) < 0.012);
-    CHECK(std::abs(share[2] - 0.125) < 0.012);
-    CHECK(std::abs(share[3] - 0.125) < 0.012);
+    Shares share = shares(p, draft, kLogits);
+    for (int32_t t = 0; t < 4; ++t) CHECK(std::abs(share.token[t] - target[t]) < 0.012);
+    CHECK(std::abs(share.accepted - target[draft]) < 0.012);
   }
   // Cut candidates: top-k (the block-walk path) and top-p (the sorted path); a draft outside them is never taken.
   SamplingParams k = p;
   k.top_k = 2;
-  auto share = shares(k, 1, kLogits);
-  CHECK(std::abs(share[0] - 2.0 / 3.0) < 0.012);
-  CHECK(std::abs(share[1] - 1.0 / 3.0) < 0.012);
-  CHECK(shares(k, 3, kLogits).count(3) == 0);
+  Shares share = shares(k, 1, kLogits);
+  CHECK(std::abs(share.token[0] - 2.0 / 3.0) < 0.012);
+  CHECK(std::abs(share.token[1] - 1.0 / 3.0) < 0.012);
+  CHECK(shares(k, 3, kLogits).token.count(3) == 0);
   SamplingParams t = p;
   t.top_p = 0.7;
   share = shares(t, 1, kLogits);
-  CHECK(std::abs(share[0] - 2.0 / 3.0) < 0.012);
-  CHECK(std::abs(share[1] - 1.0 / 3.0) < 0.012);
-  CHECK(shares(t, 2, kLogits).count(2) == 0);
+  CHECK(std::abs(share.token[0] - 2.0 / 3.0) < 0.012);
+  CHECK(std::abs(share.token[1] - 1.0 / 3.0) < 0.012);
+  CHECK(shares(t, 2, kLogits).accepted == 0);
   // A vocabulary-sized row, the draft in a block of its own.
   std::vector<float> wide(1000, -1000.0f);
   wide[5] = std::log(0.6f);
   wide[700] = std::log(0.4f);
   share = shares(p, 700, wide);
-  CHECK(std::abs(share[5] - 0.6) < 0.012);
-  CHECK(std::abs(share[700] - 0.4) < 0.012);
-  CHECK(share.size() == 2);
+  CHECK(std::abs(share.token[5] - 0.6) < 0.012);
+  CHECK(std::abs(share.token[700] - 0.4) < 0.012);
+  CHECK(share.token.size() == 2);
 
   // The tolerance tells rules apart: one that takes the draft when a plain draw of it or a second
   // draw agrees (a common bias) gives the unlikely draft 0.234 instead of 0.125.
@@ -172,10 +193,4 @@ TEST_CASE("with a draft the token is still distributed as the target, whatever i
     taken += take ? 1.0 / kDraws : 0.0;
   }
   CHECK_FALSE(std::abs(taken - 0.125) < 0.012);
-}
-
-TEST_CASE("greedy with a draft is the argmax, whatever is drafted", "[sampler][speculative]") {
-  Sampler greedy({});
-  CHECK(greedy.next(std::vector<float>{1.0f, 3.0f, 3.0f, 2.0f}, 2) == 1);
-  CHECK(greedy.next(std::vector<float>{1.0f, 3.0f, 3.0f, 2.0f}, 1) == 1);
 }
