@@ -4,6 +4,7 @@
 //                rejected whole), against a plain decode step; the k values interleaved within each
 //                repetition. From the ratio r_k follows the speedup at a per-token acceptance a:
 //                (1 - a^(k+1)) / (1 - a) tokens per verify over r_k, and the acceptance that breaks even.
+//                With DSpark stages, also a DSpark pass (Model::draft_dspark) against a decode step.
 //   end to end   N greedy tokens decoded one at a time, with context drafts, with an oracle's drafts
 //                (the plain run's next tokens: every one accepted) and with wrong drafts (every one
 //                rejected), which must all give the same tokens (a fast wrong answer fails):
@@ -78,6 +79,16 @@ Result<double> time_steps(engine::Model& model, const engine::SessionState& base
   return seconds_since(start) / steps;
 }
 
+// `steps` DSpark passes (a block drafted after `base` and the anchor).
+Result<double> time_dspark(engine::Model& model, engine::SessionState& base, int32_t anchor, int steps) {
+  const auto start = Clock::now();
+  for (int s = 0; s < steps; ++s) {
+    engine::DsparkDraft block{&base, anchor, {}, {}};
+    HIPPO_RETURN_IF_ERROR(model.draft_dspark(std::span(&block, 1)));
+  }
+  return seconds_since(start) / steps;
+}
+
 // One end-to-end decode of the bench.
 struct DecodeRun {
   const char* name = "";
@@ -108,17 +119,25 @@ Status run_speculative_bench(const SpeculativeBenchOptions& options, std::ostrea
   HIPPO_RETURN_IF_ERROR(model->prefill(base, std::span(ids).first(static_cast<size_t>(n))));
   const std::vector<int32_t> decode_ids(ids.begin() + n, ids.end());
 
-  // Verify cost: one warm-up of each k, then the repetitions, k interleaved.
+  // Verify cost: one warm-up of each k, then the repetitions, k interleaved (and the DSpark pass).
   std::vector<std::vector<double>> seconds(kMaxDraft + 1);
+  std::vector<double> dspark_seconds;
   for (int64_t k = 0; k <= kMaxDraft; ++k) HIPPO_RETURN_IF_ERROR(time_steps(*model, base, decode_ids, k, 2).status());
+  if (model->has_dspark()) HIPPO_RETURN_IF_ERROR(time_dspark(*model, base, decode_ids[0], 2).status());
   for (int r = 0; r < options.repetitions; ++r) {
     for (int64_t k = 0; k <= kMaxDraft; ++k) {
       HIPPO_ASSIGN_OR_RETURN(double s, time_steps(*model, base, decode_ids, k, options.steps));
       seconds[static_cast<size_t>(k)].push_back(s);
     }
+    if (model->has_dspark()) {
+      HIPPO_ASSIGN_OR_RETURN(double s, time_dspark(*model, base, decode_ids[0], options.steps));
+      dspark_seconds.push_back(s);
+    }
   }
   std::vector<Spread> spread;
   for (const auto& s : seconds) spread.push_back(spread_of(s));
+  const bool dspark = !dspark_seconds.empty();
+  const Spread dspark_spread = dspark ? spread_of(dspark_seconds) : Spread{};
 
   // End to end, greedy, from the same state: plain; context drafts; DSpark's and the better of both
   // per step (checkpoints with DSpark stages); an oracle that drafts the plain run's next tokens
@@ -192,13 +211,19 @@ Status run_speculative_bench(const SpeculativeBenchOptions& options, std::ostrea
                                            {"tokens_per_verify", r.tokens_per_verify()},
                                            {"acceptance_per_slot", std::move(per_slot)}});
     }
-    out << boost::json::serialize(boost::json::object{{"model", options.model_dir},
-                                                      {"backend", model->backend_name()},
-                                                      {"threads", model->n_threads()},
-                                                      {"context", n},
-                                                      {"verify", std::move(verify)},
-                                                      {"decode", std::move(decode)}})
-        << "\n";
+    boost::json::object doc{{"model", options.model_dir},
+                            {"backend", model->backend_name()},
+                            {"threads", model->n_threads()},
+                            {"context", n},
+                            {"verify", std::move(verify)},
+                            {"decode", std::move(decode)}};
+    if (dspark) {
+      doc["dspark_pass"] = boost::json::object{{"seconds_median", dspark_spread.median},
+                                               {"seconds_min", dspark_spread.min},
+                                               {"seconds_max", dspark_spread.max},
+                                               {"cost_ratio", dspark_spread.median / spread[0].median}};
+    }
+    out << boost::json::serialize(doc) << "\n";
     return {};
   }
   out << fmt::format("{} on {} ({} threads), context {} tokens, {} steps x {} repetitions\n\n", options.model_dir,
@@ -212,6 +237,11 @@ Status run_speculative_bench(const SpeculativeBenchOptions& options, std::ostrea
                        fmt::format("({:.3f}..{:.3f})", 1e3 * s.min, 1e3 * s.max), ratio,
                        tokens_per_verify(0.5, k) / ratio, tokens_per_verify(0.8, k) / ratio,
                        k == 0 ? std::string("-") : fmt::format("a = {:.2f}", break_even(ratio, k)));
+  }
+  if (dspark) {
+    out << fmt::format("DSpark pass (a block of {} drafts): {:.3f} ms ({:.3f}..{:.3f}), {:.2f}x a decode step\n",
+                       model->text().dspark_block_size, 1e3 * dspark_spread.median, 1e3 * dspark_spread.min,
+                       1e3 * dspark_spread.max, dspark_spread.median / spread[0].median);
   }
   out << fmt::format("\ngreedy, {} tokens each, the same tokens in every run:\n{:>15} | {:>9} {:>7} | {:>7} {:>8} {:>8} | {}\n",
                      options.generate, "drafts", "tokens/s", "speedup", "drafted", "accepted", "tok/step",
@@ -232,7 +262,7 @@ Status run_speculative_bench(const SpeculativeBenchOptions& options, std::ostrea
 void add_bench_speculative_command(CLI::App& bench, Invocation& inv) {
   auto options = std::make_shared<SpeculativeBenchOptions>();
   CLI::App* cmd = bench.add_subcommand("speculative", "What a verify forward of drafts costs against a decode step, "
-                                                      "and greedy decoding with and without context drafts");
+                                                      "and greedy decoding with and without drafts (context, DSpark, both)");
   cmd->alias("spec");
   cmd->add_option("--model", options->model_dir, "Checkpoint directory (hippo model init writes one)")->required();
   cmd->add_option("--context", options->context, "Context in tokens before the decode steps (1024, 32K)")

@@ -138,9 +138,47 @@ void ForwardPass::draft_head() {
   }
 }
 
+namespace {
+
+// The argmax of base + W2 · e (the lowest id of a tie) without every entry of W2 · e: by
+// Cauchy-Schwarz |W2[v] · e| <= |W2[v]| |e|, so only the ids whose base logit plus that bound (and a
+// margin for rounding) reaches the corrected logit of the base's argmax can win, and only their
+// biases are computed, from W2's rows gathered by the backend. On `tiny` (a vocabulary-sized W2 of
+// rank 8) that is about 25 rows instead of 129,280 (measured over the tests and the bench).
+int64_t markov_argmax(kernels::Backend& ops, const DsparkWeights& ds, std::span<const float> base, const float* e, int64_t r,
+                      std::vector<int64_t>& ids, std::vector<float>& rows) {
+  double e_norm = 0;
+  for (int64_t j = 0; j < r; ++j) e_norm += static_cast<double>(e[j]) * e[j];
+  const auto bound = static_cast<float>(std::sqrt(e_norm) * (1 + 1e-4));
+  auto corrected = [&](int64_t v, const float* w2_row) {
+    float bias = 0;
+    for (int64_t j = 0; j < r; ++j) bias += w2_row[j] * e[j];
+    return base[static_cast<size_t>(v)] + bias;
+  };
+  const int64_t top = std::max_element(base.begin(), base.end()) - base.begin();
+  rows.resize(static_cast<size_t>(r));
+  ops.gather_rows(ds.markov_head, &top, 1, rows.data());
+  const float reach = corrected(top, rows.data()) - 1e-6f;
+  ids.clear();
+  for (size_t v = 0; v < base.size(); ++v) {
+    if (base[v] + ds.markov_head_norms[v] * bound >= reach) ids.push_back(static_cast<int64_t>(v));
+  }
+  rows.resize(ids.size() * static_cast<size_t>(r));
+  ops.gather_rows(ds.markov_head, ids.data(), static_cast<int64_t>(ids.size()), rows.data());
+  int64_t best = ids[0];
+  float best_logit = corrected(ids[0], rows.data());
+  for (size_t c = 1; c < ids.size(); ++c) {
+    const float logit = corrected(ids[c], &rows[c * static_cast<size_t>(r)]);
+    if (logit > best_logit) best = ids[c], best_logit = logit;
+  }
+  return best;
+}
+
+}  // namespace
+
 // Slot k's distribution is softmax(U_k + W2 · W1[prev_k]) with prev_0 the anchor and prev_k the
 // draft of slot k - 1, so the slots are drafted left to right; a draft is that distribution's
-// argmax (the lowest id of a tie). Its confidence is sigmoid(w · [x_k; W1[prev_k]]).
+// argmax (markov_argmax). Its confidence is sigmoid(w · [x_k; W1[prev_k]]).
 Status Model::draft_dspark(std::span<DsparkDraft> batch) {
   if (!weights_.dspark) return Status(ErrorCode::kFailedPrecondition, "DSpark: the checkpoint has no DSpark stages");
   const TextConfig& t = text();
@@ -179,11 +217,12 @@ Status Model::draft_dspark(std::span<DsparkDraft> batch) {
     batch[i].tokens.assign(static_cast<size_t>(B), 0);
     batch[i].confidence.assign(static_cast<size_t>(B), 0.0f);
   }
-  std::vector<float> embedded(static_cast<size_t>(n * r)), bias(static_cast<size_t>(n * V));
+  std::vector<float> embedded(static_cast<size_t>(n * r));
   std::vector<float> confidence_in(static_cast<size_t>(n * (d + r))), confidence(static_cast<size_t>(n));
+  std::vector<int64_t> candidates;
+  std::vector<float> candidate_rows;
   for (int64_t k = 0; k < B; ++k) {
     backend_->gather_rows(ds.markov_embed, prev.data(), n, embedded.data());
-    backend_->linear(embedded.data(), n, ds.markov_head, bias.data());
     for (int64_t i = 0; i < n; ++i) {
       std::memcpy(&confidence_in[static_cast<size_t>(i * (d + r))], &hidden[static_cast<size_t>(i)][static_cast<size_t>(k * d)],
                   static_cast<size_t>(d) * sizeof(float));
@@ -192,14 +231,8 @@ Status Model::draft_dspark(std::span<DsparkDraft> batch) {
     }
     backend_->linear(confidence_in.data(), n, ds.confidence, confidence.data());
     for (int64_t i = 0; i < n; ++i) {
-      const float* base = &logits[static_cast<size_t>(i)][static_cast<size_t>(k * V)];
-      const float* b = &bias[static_cast<size_t>(i * V)];
-      int64_t best = 0;
-      float best_logit = base[0] + b[0];
-      for (int64_t v = 1; v < V; ++v) {
-        const float logit = base[v] + b[v];
-        if (logit > best_logit) best = v, best_logit = logit;
-      }
+      const std::span<const float> base(&logits[static_cast<size_t>(i)][static_cast<size_t>(k * V)], static_cast<size_t>(V));
+      const int64_t best = markov_argmax(*backend_, ds, base, &embedded[static_cast<size_t>(i * r)], r, candidates, candidate_rows);
       DsparkDraft& request = batch[static_cast<size_t>(i)];
       request.tokens[static_cast<size_t>(k)] = static_cast<int32_t>(best);
       request.confidence[static_cast<size_t>(k)] = 1.0f / (1.0f + std::exp(-confidence[static_cast<size_t>(i)]));

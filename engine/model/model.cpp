@@ -41,7 +41,7 @@ Status for_each_linear_weight(const ModelWeights& w, Fn fn) {
   std::vector<std::pair<const LayerWeights*, std::string>> blocks;
   for (size_t l = 0; l < w.layers.size(); ++l) blocks.emplace_back(&w.layers[l], fmt::format("layer {}", l));
   if (w.dspark) {
-    for (const kernels::WeightView* view : {&w.dspark->main_proj, &w.dspark->markov_head, &w.dspark->confidence})
+    for (const kernels::WeightView* view : {&w.dspark->main_proj, &w.dspark->confidence})
       HIPPO_RETURN_IF_ERROR(fn(*view, "the DSpark draft"));
     for (size_t s = 0; s < w.dspark->stages.size(); ++s) blocks.emplace_back(&w.dspark->stages[s], fmt::format("DSpark stage {}", s));
   }
@@ -73,7 +73,10 @@ Status check_backend(const kernels::Backend& backend, const ModelWeights& w) {
     return refuse(fmt::format("gather op for table format '{}', which {} needs", kernels::table_format_name(table.format), what));
   };
   HIPPO_RETURN_IF_ERROR(check_table(w.embed, "the embedding"));
-  if (w.dspark) HIPPO_RETURN_IF_ERROR(check_table(w.dspark->markov_embed, "the DSpark Markov head"));
+  if (w.dspark) {
+    HIPPO_RETURN_IF_ERROR(check_table(w.dspark->markov_embed, "the DSpark Markov head"));
+    HIPPO_RETURN_IF_ERROR(check_table(w.dspark->markov_head, "the DSpark Markov head"));
+  }
   for (size_t l = 0; l < w.layers.size(); ++l)
     if (w.layers[l].has_engram) HIPPO_RETURN_IF_ERROR(check_table(w.layers[l].engram.table, fmt::format("layer {}'s Engram table", l)));
   return for_each_linear_weight(w, [&](const kernels::WeightView& view, std::string_view tensor) -> Status {

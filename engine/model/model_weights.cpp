@@ -5,6 +5,8 @@
 
 #include <fmt/format.h>
 
+#include <cmath>
+
 namespace hippo::engine {
 namespace {
 
@@ -143,7 +145,15 @@ DsparkWeights bind_dspark(const Checkpoint& checkpoint) {
   const std::string last = fmt::format("mtp.{}.", t.num_nextn_predict_layers - 1);
   w.norm = tensor_to_float(checkpoint, last + "norm.weight");
   w.markov_embed = row_table(checkpoint, last + "markov_head.embed.weight", "");
-  w.markov_head = linear_view(checkpoint, last + "markov_head.head");
+  w.markov_head = row_table(checkpoint, last + "markov_head.head.weight", "");
+  const std::vector<float> w2 = tensor_to_float(checkpoint, last + "markov_head.head.weight");
+  const auto r = static_cast<size_t>(t.dspark_markov_rank);
+  w.markov_head_norms.resize(w2.size() / r);
+  for (size_t v = 0; v < w.markov_head_norms.size(); ++v) {
+    double sum = 0;
+    for (size_t j = 0; j < r; ++j) sum += static_cast<double>(w2[v * r + j]) * w2[v * r + j];
+    w.markov_head_norms[v] = static_cast<float>(std::sqrt(sum));
+  }
   w.confidence = linear_view(checkpoint, last + "confidence_head.proj");
   return w;
 }

@@ -65,7 +65,8 @@ struct DsparkWeights {
   std::vector<LayerWeights> stages;
   std::vector<float> norm;          // [d]
   kernels::RowTable markov_embed;   // W1, BF16 [vocab, rank]
-  kernels::WeightView markov_head;  // W2, BF16 [vocab, rank]: a linear from rank to vocab
+  kernels::RowTable markov_head;    // W2, BF16 [vocab, rank]: the bias W2 · W1[prev], read by rows
+  std::vector<float> markov_head_norms;  // [vocab]: |W2[v]|, which bounds the bias of v
   kernels::WeightView confidence;   // BF16 [1, d + rank]: over [pre-norm hidden; W1 row of the previous token]
 };
 
