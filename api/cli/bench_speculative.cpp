@@ -9,12 +9,15 @@
 //                (the plain run's next tokens: every one accepted) and with wrong drafts (every one
 //                rejected), which must all give the same tokens (a fast wrong answer fails):
 //                tokens/s, tokens per verify step and the acceptance per draft slot.
+// The context is L synthetic tokens, or a transcript (--transcript: a text file, an agent's tool loop
+// say, tokenized with the checkpoint's tokenizer) after which the model decodes.
 #include "api/cli/bench_spread.h"
 #include "api/cli/bench_token_ids.h"
 #include "api/cli/cli.h"
 #include "api/cli/token_count.h"
 #include "engine/model/model.h"
 #include "engine/speculative/decode_loop.h"
+#include "engine/tokenizer/tokenizer.h"
 #include "kernels/backend_registry.h"
 
 #include <boost/json/serialize.hpp>
@@ -23,6 +26,9 @@
 
 #include <chrono>
 #include <cmath>
+#include <filesystem>
+#include <fstream>
+#include <iterator>
 #include <ostream>
 #include <string_view>
 
@@ -34,6 +40,7 @@ using Clock = std::chrono::steady_clock;
 struct SpeculativeBenchOptions {
   std::string model_dir;
   std::string context = "1024";
+  std::string transcript;  // a text file whose tokens are the context instead
   int steps = 16;
   int repetitions = 5;
   int64_t generate = 128;
@@ -108,13 +115,25 @@ struct DecodeRun {
 };
 
 Status run_speculative_bench(const SpeculativeBenchOptions& options, std::ostream& out) {
-  HIPPO_ASSIGN_OR_RETURN(const int64_t n, parse_token_count(options.context, "--context", "1024 or 32K"));
+  HIPPO_ASSIGN_OR_RETURN(const int64_t synthetic, parse_token_count(options.context, "--context", "1024 or 32K"));
   engine::ModelOptions model_options;
   model_options.n_threads = options.threads;
   model_options.backend = options.backend;
   HIPPO_ASSIGN_OR_RETURN(std::unique_ptr<engine::Model> model, engine::Model::load(options.model_dir, model_options));
   constexpr int64_t kMaxDraft = engine::kMaxDraftTokens;
-  const std::vector<int32_t> ids = bench_token_ids(n + options.steps + kMaxDraft, model->text().vocab_size);
+  std::vector<int32_t> context;
+  if (!options.transcript.empty()) {
+    HIPPO_ASSIGN_OR_RETURN(const tokenizer::Tokenizer tok,
+                           tokenizer::Tokenizer::load(std::filesystem::path(options.model_dir) / "tokenizer.json"));
+    std::ifstream in(options.transcript, std::ios::binary);
+    if (!in) return make_error(ErrorCode::kNotFound, "bench speculative: cannot read the transcript {}", options.transcript);
+    const std::string text((std::istreambuf_iterator<char>(in)), std::istreambuf_iterator<char>());
+    context = tok.encode(text);
+    if (context.empty()) return make_error(ErrorCode::kInvalidArgument, "bench speculative: the transcript {} is empty", options.transcript);
+  }
+  const int64_t n = context.empty() ? synthetic : static_cast<int64_t>(context.size());
+  std::vector<int32_t> ids = bench_token_ids(n + options.steps + kMaxDraft, model->text().vocab_size);
+  std::copy(context.begin(), context.end(), ids.begin());
   engine::SessionState base = model->new_session();
   HIPPO_RETURN_IF_ERROR(model->prefill(base, std::span(ids).first(static_cast<size_t>(n))));
   const std::vector<int32_t> decode_ids(ids.begin() + n, ids.end());
@@ -267,6 +286,9 @@ void add_bench_speculative_command(CLI::App& bench, Invocation& inv) {
   cmd->add_option("--model", options->model_dir, "Checkpoint directory (hippo model init writes one)")->required();
   cmd->add_option("--context", options->context, "Context in tokens before the decode steps (1024, 32K)")
       ->capture_default_str();
+  cmd->add_option("--transcript", options->transcript,
+                  "A text file (an agent transcript) whose tokens are the context instead of --context synthetic ones")
+      ->check(CLI::ExistingFile);
   cmd->add_option("--steps", options->steps, "Timed steps per draft length and repetition")
       ->check(CLI::PositiveNumber)
       ->capture_default_str();
