@@ -163,6 +163,7 @@ struct RuntimeStats {
   int64_t drafted_tokens = 0;
   int64_t accepted_tokens = 0;
   std::array<int64_t, engine::kMaxDraftTokens + 1> drafts_by_accepted{};  // verifies by drafts accepted
+  std::array<int64_t, 2> drafted_by{}, accepted_by{};  // the same, per engine::Drafter
 };
 
 }  // namespace hippo::agents

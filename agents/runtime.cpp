@@ -951,6 +951,9 @@ class AgentRuntime::Engine {
     job.drafted_tokens += drafted;
     job.accepted_tokens += verdict.accepted;
     ++stats_.drafts_by_accepted[static_cast<size_t>(verdict.accepted)];
+    const auto by = static_cast<size_t>(*s.drafter->last_drafter());
+    stats_.drafted_by[by] += drafted;
+    stats_.accepted_by[by] += verdict.accepted;
     if (ended) {
       finish(s, job.finish_reason());
     } else {

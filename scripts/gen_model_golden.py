@@ -53,7 +53,6 @@ from __future__ import annotations
 
 import argparse
 import dataclasses
-import hashlib
 import json
 import math
 import os
@@ -66,6 +65,7 @@ REPO = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(REPO / "scripts" / "reference"))
 
 import assemble_reference  # noqa: E402  (hippo's overlay activation + shim)
+from checkpoint_digest import SKIPPED_PREFIXES, sha256_file  # noqa: E402
 
 FORMAT_VERSION = 1
 # Self-check threshold: where torch's one-shot and cached runs differ by more than this, a quantiser
@@ -73,19 +73,8 @@ FORMAT_VERSION = 1
 UNSTABLE = 1e-4
 PROBE_A, PROBE_B, PROBE_C = 131, 8081, 7
 
-# Native tensors the pinned reference has no module for (DSpark stages, vision tower, aligner,
-# image delimiters): listed, counted in the metadata, not loaded.
-SKIPPED_PREFIXES = ("mtp.", "vision.", "aligner.", "image_start", "image_end", "image_newline")
 
 log = lambda msg: print(f"gen_model_golden: {msg}", file=sys.stderr, flush=True)  # noqa: E731
-
-
-def sha256_file(path: Path) -> str:
-    h = hashlib.sha256()
-    with open(path, "rb") as f:
-        for block in iter(lambda: f.read(1 << 20), b""):
-            h.update(block)
-    return h.hexdigest()
 
 
 # --------------------------------------------------------------------------------------------

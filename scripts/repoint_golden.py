@@ -29,23 +29,12 @@ from __future__ import annotations
 
 import argparse
 import datetime
-import hashlib
 import json
 import struct
 import sys
 from pathlib import Path
 
-# As in scripts/gen_model_golden.py (not imported: that module needs the reference overlay).
-SKIPPED_PREFIXES = ("mtp.", "vision.", "aligner.", "image_start", "image_end", "image_newline")
-
-
-def sha256_file(path: Path) -> str:
-    h = hashlib.sha256()
-    with open(path, "rb") as f:
-        for block in iter(lambda: f.read(1 << 20), b""):
-            h.update(block)
-    return h.hexdigest()
-
+from checkpoint_digest import SKIPPED_PREFIXES, sha256_file
 
 def read_header(path: Path) -> tuple[dict, bytes]:
     """A safetensors file's header (JSON) and the bytes after it."""

@@ -1,8 +1,11 @@
 #include "api/server/metrics.h"
 
+#include "engine/speculative/session_drafter.h"
+
 #include <fmt/format.h>
 
 #include <algorithm>
+#include <tuple>
 
 namespace hippo::server {
 
@@ -62,6 +65,16 @@ std::string prometheus_text(const agents::RuntimeStats& s, const ServerCounters&
   metric(out, "hippo_drafted_tokens_total", "counter",
          "Speculative draft tokens verified for finished responses.", s.drafted_tokens);
   metric(out, "hippo_accepted_draft_tokens_total", "counter", "Of those, tokens taken as output.", s.accepted_tokens);
+  for (const auto& [name, help, counts] :
+       {std::tuple{"hippo_drafted_tokens_by_drafter_total", "Speculative draft tokens verified, by the drafter that proposed them.",
+                   &s.drafted_by},
+        std::tuple{"hippo_accepted_draft_tokens_by_drafter_total", "Of those, tokens taken as output, by drafter.",
+                   &s.accepted_by}}) {
+    out += fmt::format("# HELP {} {}\n# TYPE {} counter\n", name, help, name);
+    for (engine::Drafter d : {engine::Drafter::kContext, engine::Drafter::kDspark}) {
+      out += fmt::format("{}{{drafter=\"{}\"}} {}\n", name, engine::drafter_name(d), (*counts)[static_cast<size_t>(d)]);
+    }
+  }
   out += "# HELP hippo_draft_accepted_tokens Verified drafts by the tokens of each that were taken.\n"
          "# TYPE hippo_draft_accepted_tokens histogram\n";
   int64_t drafts = 0, accepted = 0;

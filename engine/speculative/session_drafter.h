@@ -15,12 +15,16 @@
 #include "engine/speculative/draft_guard.h"
 
 #include <cstdint>
+#include <optional>
 #include <span>
 #include <vector>
 
 namespace hippo::engine {
 
 enum class DraftMode { kContext, kDspark, kAuto };
+// Who proposed a draft.
+enum class Drafter { kContext, kDspark };
+inline constexpr const char* drafter_name(Drafter d) { return d == Drafter::kContext ? "context" : "dspark"; }
 
 class SessionDrafter {
  public:
@@ -34,6 +38,9 @@ class SessionDrafter {
   // `room`), or none.
   std::vector<int32_t> propose(std::span<const int32_t> tokens, int32_t last, int64_t room);
   bool wants_dspark() const { return wants_dspark_; }
+  // Who proposed the drafts propose() or take_dspark() returned last (none: no drafts since the
+  // last outcome was learnt).
+  std::optional<Drafter> last_drafter() const { return last_source_; }
   // After propose() asked for it: the block's drafts up to the first whose confidence is below
   // kConfidenceCut (a cut that looks at no later slot, so it keeps the output's law) and `room`. A
   // block cut to nothing counts as one rejected draft token (the pass cost a fifth of a step or so).
@@ -43,8 +50,7 @@ class SessionDrafter {
   static constexpr float kConfidenceCut = 0.25f;
 
  private:
-  enum class Source { kNone, kContext, kDspark };
-  struct Drafter {
+  struct DrafterStats {
     DraftGuard* guard;
     double acceptance = 0.5;  // per drafted token, a moving average over its verified drafts
     void record(int64_t drafted, int64_t accepted);
@@ -56,10 +62,10 @@ class SessionDrafter {
   int64_t dspark_block_;
   ContextDrafter context_;
   DraftGuard context_guard_;
-  Drafter context_stats_, dspark_stats_;
+  DrafterStats context_stats_, dspark_stats_;
   bool wants_dspark_ = false;
   // The last proposal: its source, the session's length when it was made, its drafts.
-  Source last_source_ = Source::kNone;
+  std::optional<Drafter> last_source_;
   int64_t last_length_ = 0;
   int64_t last_drafted_ = 0;
 };

@@ -7,6 +7,7 @@
 #include <catch2/catch.hpp>
 #include <fmt/format.h>
 
+#include <array>
 #include <thread>
 
 namespace hippo::agents {
@@ -32,6 +33,7 @@ struct Outcome {
   std::vector<std::string> texts;
   std::vector<std::vector<float>> logits;
   int64_t drafted = 0, accepted = 0;
+  std::array<int64_t, 2> drafted_by{}, accepted_by{};  // per engine::Drafter
 };
 
 // Six sessions in one batch, two turns each, the first session swapped out between them and a fork of
@@ -78,6 +80,10 @@ Outcome run_sessions(const std::string& db, std::optional<engine::DraftMode> mod
   }
   CHECK(accepted == out.accepted);
   CHECK((verifies > 0) == (out.drafted > 0));
+  CHECK(stats.drafted_by[0] + stats.drafted_by[1] == out.drafted);
+  CHECK(stats.accepted_by[0] + stats.accepted_by[1] == out.accepted);
+  out.drafted_by = stats.drafted_by;
+  out.accepted_by = stats.accepted_by;
   return out;
 }
 
@@ -100,6 +106,7 @@ TEST_CASE("with context drafts the greedy output and the state are those of deco
   CHECK(drafted.drafted > 0);
   CHECK(drafted.accepted > 0);
   CHECK(drafted.accepted < drafted.drafted);
+  CHECK(drafted.drafted_by[static_cast<size_t>(engine::Drafter::kDspark)] == 0);
   check_same_output(plain, drafted);
 }
 
@@ -112,10 +119,13 @@ TEST_CASE("with DSpark drafts, and with the better drafter per step, the greedy 
   // verified, and almost all rejected.
   const Outcome dspark = run_sessions(dir / "dspark.db", engine::DraftMode::kDspark);
   CHECK(dspark.drafted > 0);
+  CHECK(dspark.drafted_by[static_cast<size_t>(engine::Drafter::kContext)] == 0);
   check_same_output(plain, dspark);
   const Outcome both = run_sessions(dir / "auto.db", engine::DraftMode::kAuto);
   CHECK(both.drafted > 0);
   CHECK(both.accepted > 0);  // the context drafter's
+  CHECK(both.accepted_by[static_cast<size_t>(engine::Drafter::kContext)] == both.accepted);
+  CHECK(both.drafted_by[static_cast<size_t>(engine::Drafter::kDspark)] > 0);
   check_same_output(plain, both);
 }
 

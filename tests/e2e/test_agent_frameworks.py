@@ -128,6 +128,8 @@ def test_speculative_drafts_keep_the_answer_and_are_counted(server, checkpoint, 
                 name="dspark") as dspark:
         with_dspark = ask_twice(client_for(dspark))
         assert metric(dspark, "hippo_drafted_tokens_total") > 0
+        assert metric(dspark, 'hippo_drafted_tokens_by_drafter_total{drafter="dspark"}') > 0
+        assert metric(dspark, 'hippo_drafted_tokens_by_drafter_total{drafter="context"}') == 0
         assert dspark.stop() == 0, dspark.log()
     assert with_dspark.choices[0].message.content == plain.choices[0].message.content
     assert drafted.choices[0].message.content == plain.choices[0].message.content

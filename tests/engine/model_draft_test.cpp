@@ -4,7 +4,7 @@
 // verify rows are the logits a plain forward gives. Nothing is computed again.
 #include "engine/model/model.h"
 #include "engine/sampling/sampler.h"
-#include "tests/engine/test_paths.h"
+#include "tests/engine/tiny_model.h"
 
 #include <catch2/catch.hpp>
 
@@ -14,27 +14,8 @@
 namespace hippo::engine {
 namespace {
 
-using testing::TempDir;
-
-Model& tiny_model() {
-  static TempDir dir;
-  static std::unique_ptr<Model> model;
-  if (!model) {
-    ModelOptions options;
-    options.n_threads = 2;
-    auto loaded = Model::load(testing::init_preset(dir, "tiny", true, 1, "quantised"), options);
-    INFO(loaded.status().to_string());
-    REQUIRE(loaded.ok());
-    model = std::move(loaded.value());
-  }
-  return *model;
-}
-
-std::vector<int32_t> tokens(int64_t n, int32_t salt) {
-  std::vector<int32_t> ids(static_cast<size_t>(n));
-  for (int64_t i = 0; i < n; ++i) ids[static_cast<size_t>(i)] = static_cast<int32_t>((i * 7919 + salt * 104729 + 13) % 120000);
-  return ids;
-}
+using testing::tiny_model;
+using testing::tokens;
 
 bool same_bits(std::span<const float> a, std::span<const float> b) {
   return a.size() == b.size() && std::memcmp(a.data(), b.data(), a.size() * sizeof(float)) == 0;

@@ -7,7 +7,7 @@
 #include "engine/sampling/sampler.h"
 #include "engine/speculative/decode_loop.h"
 #include "kernels/kv_entry_formats.h"
-#include "tests/engine/test_paths.h"
+#include "tests/engine/tiny_model.h"
 
 #include <catch2/catch.hpp>
 
@@ -16,27 +16,8 @@
 namespace hippo::engine {
 namespace {
 
-using testing::TempDir;
-
-Model& tiny_model() {
-  static TempDir dir;
-  static std::unique_ptr<Model> model;
-  if (!model) {
-    ModelOptions options;
-    options.n_threads = 2;
-    auto loaded = Model::load(testing::init_preset(dir, "tiny", true, 1, "quantised"), options);
-    INFO(loaded.status().to_string());
-    REQUIRE(loaded.ok());
-    model = std::move(loaded.value());
-  }
-  return *model;
-}
-
-std::vector<int32_t> tokens(int64_t n, int32_t salt) {
-  std::vector<int32_t> ids(static_cast<size_t>(n));
-  for (int64_t i = 0; i < n; ++i) ids[static_cast<size_t>(i)] = static_cast<int32_t>((i * 7919 + salt * 104729 + 13) % 120000);
-  return ids;
-}
+using testing::tiny_model;
+using testing::tokens;
 
 DsparkDraft draft_of(Model& model, SessionState& state, int32_t anchor) {
   DsparkDraft d{&state, anchor, {}, {}};
