@@ -174,7 +174,7 @@ ModelConfig wide() {
   t.o_groups = 8;
   t.n_routed_experts = 4;
   t.num_experts_per_tok = 2;
-  t.compress_ratios = {0, 2, 1, 1};
+  t.compress_ratios = {0, 2, 1, 1, 0, 0, 0};  // then 3 DSpark stages
   t.kv_source_layer_ids = {1, 2};
   t.index_source_layer_ids = {1, 2, 3};
   t.candidate_source_layer_id = 2;
@@ -184,8 +184,12 @@ ModelConfig wide() {
   t.index_head_dim = 128;
   t.index_topk = 512;
   small_engram(t, {0});
-  t.num_nextn_predict_layers = 0;
-  t.dspark_target_layer_ids = {};
+  // The release's DSpark stages at full width (its Markov rank), with as few routed experts as the
+  // trunk: what a draft pass costs against a decode step at the release's shapes.
+  t.dspark_target_layer_ids = {1, 2, 3};
+  t.dspark_markov_rank = 256;
+  t.dspark_n_routed_experts = 4;
+  t.dspark_num_experts_per_tok = 2;
   small_vision(c.vision_config);
   return c;
 }
