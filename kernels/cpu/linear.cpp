@@ -21,7 +21,8 @@ std::vector<Choice> runnable() {
   std::vector<Choice> out;
 #if defined(__x86_64__)
   if (__builtin_cpu_supports("avx512f")) out.push_back({linear_avx512, "avx512"});
-  if (__builtin_cpu_supports("avx2") && __builtin_cpu_supports("fma")) out.push_back({linear_avx2, "avx2"});
+  if (__builtin_cpu_supports("avx2") && __builtin_cpu_supports("fma") && __builtin_cpu_supports("f16c"))
+    out.push_back({linear_avx2, "avx2"});
 #endif
   out.push_back({linear_generic, "generic"});
   return out;

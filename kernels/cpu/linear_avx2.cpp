@@ -2,7 +2,7 @@
 // vector, panels of 16 weight rows and tiles of 6 rows of x (12 of the 16 vector registers hold
 // accumulators; -ffp-contract=fast from kernels/CMakeLists.txt).
 #if defined(__x86_64__)
-#define HIPPO_LINEAR_TARGET __attribute__((target("avx2,fma")))
+#define HIPPO_LINEAR_TARGET __attribute__((target("avx2,fma,f16c")))
 #else  // never dispatched to off x86; compiled generic so the build stays whole
 #define HIPPO_LINEAR_TARGET
 #endif

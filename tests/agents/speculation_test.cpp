@@ -123,8 +123,9 @@ TEST_CASE("with DSpark drafts, and with the better drafter per step, the greedy 
   check_same_output(plain, dspark);
   const Outcome both = run_sessions(dir / "auto.db", engine::DraftMode::kAuto);
   CHECK(both.drafted > 0);
-  CHECK(both.accepted > 0);  // the context drafter's
-  CHECK(both.accepted_by[static_cast<size_t>(engine::Drafter::kContext)] == both.accepted);
+  // The context drafter's drafts are taken (random stages' only by chance: which steps DSpark
+  // drafts depends on how the sessions' steps interleave, the output never does).
+  CHECK(both.accepted_by[static_cast<size_t>(engine::Drafter::kContext)] > 0);
   CHECK(both.drafted_by[static_cast<size_t>(engine::Drafter::kDspark)] > 0);
   check_same_output(plain, both);
 }
