@@ -67,15 +67,10 @@ void ForwardPass::attention(const LayerWeights& lw, const std::vector<float>& u,
 
   // The chunk's window entries join the ring (slot = position mod window); a draft block's never do.
   if (depth_ == Depth::kDspark) return;
-  const int64_t window = t_.sliding_window;
   for (const Segment& seg : segments_) {
-    std::vector<std::uint8_t>& ring = seg.state->rings_[static_cast<size_t>(role.layer)];
-    const int64_t n = static_cast<int64_t>(seg.tokens.size());
-    for (int64_t i = std::max<int64_t>(0, n - window); i < n; ++i) {
-      const int64_t slot = (seg.pos0 + i) % window;
-      std::memcpy(&ring[static_cast<size_t>(slot * entry_bytes)], &kv_codes[static_cast<size_t>((seg.row0 + i) * entry_bytes)],
-                  static_cast<size_t>(entry_bytes));
-    }
+    const int64_t n = static_cast<int64_t>(seg.tokens.size()), first = std::max<int64_t>(0, n - t_.sliding_window);
+    store_window(seg.state->rings_[static_cast<size_t>(role.layer)], seg.pos0 + first, n - first,
+                 &kv_codes[static_cast<size_t>((seg.row0 + first) * entry_bytes)]);
   }
 }
 
@@ -102,12 +97,7 @@ void ForwardPass::attend(const LayerWeights& lw, const std::vector<float>& q, co
     // Ring entries of the positions before this chunk that a window can reach.
     const int64_t previous = std::min(seg.pos0, window - 1);
     past.resize(static_cast<size_t>(previous * D));
-    const std::vector<std::uint8_t>& ring = seg.state->rings_[static_cast<size_t>(role.layer)];
-    for (int64_t k = 0; k < previous; ++k) {
-      const int64_t position = seg.pos0 - previous + k;
-      ops_.kv_decode(KvFormat::kWindow, &ring[static_cast<size_t>((position % window) * kernels::window_entry_bytes(D))], 1,
-                     D, &past[static_cast<size_t>(k * D)]);
-    }
+    load_window(seg.state->rings_[static_cast<size_t>(role.layer)], seg.pos0 - previous, previous, past.data());
     // Key k of the segment is position pos0 - previous + k.
     const int64_t n_keys = previous + n;
     key_rows.resize(static_cast<size_t>(n_keys));

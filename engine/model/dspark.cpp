@@ -42,14 +42,18 @@ void ForwardPass::write_stage_windows() {
   const int64_t n_features = static_cast<int64_t>(t_.dspark_target_layer_ids.size()) * d;
   const int64_t entry_bytes = kernels::window_entry_bytes(D);
   const float eps = static_cast<float>(t_.rms_norm_eps);
-  std::vector<int64_t> first(segments_.size());  // per segment: its first kept row, in the compact rows
+  // Per segment: its rows kept (the last `keep`, from batch row `row` and position `position`) and
+  // where they start among the compact rows.
+  struct Kept {
+    int64_t keep, row, position, compact;
+  };
+  std::vector<Kept> kept;
   std::vector<float> features;
   int64_t m = 0;
-  for (size_t s = 0; s < segments_.size(); ++s) {
-    const Segment& seg = segments_[s];
+  for (const Segment& seg : segments_) {
     const int64_t n = static_cast<int64_t>(seg.tokens.size()), keep = std::min(n, window);
-    first[s] = m;
-    const auto begin = features_.begin() + (seg.row0 + n - keep) * n_features;
+    kept.push_back({keep, seg.row0 + n - keep, seg.pos0 + n - keep, m});
+    const auto begin = features_.begin() + kept.back().row * n_features;
     features.insert(features.end(), begin, begin + keep * n_features);
     m += keep;
   }
@@ -61,21 +65,11 @@ void ForwardPass::write_stage_windows() {
   for (const LayerWeights& stage : ds.stages) {
     linear(main_x.data(), m, stage.wkv, kv.data());
     ops_.rms_norm(kv.data(), m, D, stage.kv_norm.data(), eps, kv.data());
-    for (size_t s = 0; s < segments_.size(); ++s) {
-      const Segment& seg = segments_[s];
-      const int64_t n = static_cast<int64_t>(seg.tokens.size()), keep = std::min(n, window);
-      rope(main_angles_, &kv[static_cast<size_t>(first[s] * D)], seg.row0 + n - keep, keep, 1, D);
-    }
+    for (const Kept& k : kept) rope(main_angles_, &kv[static_cast<size_t>(k.compact * D)], k.row, k.keep, 1, D);
     ops_.kv_encode(KvFormat::kWindow, kv.data(), m, D, codes.data());
     for (size_t s = 0; s < segments_.size(); ++s) {
-      const Segment& seg = segments_[s];
-      const int64_t n = static_cast<int64_t>(seg.tokens.size()), keep = std::min(n, window);
-      std::vector<std::uint8_t>& ring = seg.state->rings_[static_cast<size_t>(stage.role.layer)];
-      for (int64_t i = 0; i < keep; ++i) {
-        const int64_t slot = (seg.pos0 + n - keep + i) % window;
-        std::memcpy(&ring[static_cast<size_t>(slot * entry_bytes)], &codes[static_cast<size_t>((first[s] + i) * entry_bytes)],
-                    static_cast<size_t>(entry_bytes));
-      }
+      store_window(segments_[s].state->rings_[static_cast<size_t>(stage.role.layer)], kept[s].position, kept[s].keep,
+                   &codes[static_cast<size_t>(kept[s].compact * entry_bytes)]);
     }
   }
 }
@@ -85,7 +79,6 @@ void ForwardPass::write_stage_windows() {
 void ForwardPass::attend_block(const LayerWeights& lw, const std::vector<float>& q, const std::vector<float>& block_kv,
                                std::vector<float>& out) {
   const int64_t H = t_.num_attention_heads, D = t_.head_dim, window = t_.sliding_window;
-  const int64_t entry_bytes = kernels::window_entry_bytes(D);
   kernels::AttentionArgs args;
   args.heads = H;
   args.dim = D;
@@ -97,13 +90,9 @@ void ForwardPass::attend_block(const LayerWeights& lw, const std::vector<float>&
   for (const Segment& seg : segments_) {
     const int64_t n = static_cast<int64_t>(seg.tokens.size());
     const int64_t from = std::max(seg.state->dspark_from(), seg.pos0 - window), previous = seg.pos0 - from;
-    const std::vector<std::uint8_t>& ring = seg.state->rings_[static_cast<size_t>(lw.role.layer)];
     past.resize(static_cast<size_t>(previous * D));
+    load_window(seg.state->rings_[static_cast<size_t>(lw.role.layer)], from, previous, past.data());
     keys.clear();
-    for (int64_t k = 0; k < previous; ++k) {
-      ops_.kv_decode(KvFormat::kWindow, &ring[static_cast<size_t>(((from + k) % window) * entry_bytes)], 1, D,
-                     &past[static_cast<size_t>(k * D)]);
-    }
     for (int64_t k = 0; k < previous; ++k) keys.push_back(&past[static_cast<size_t>(k * D)]);
     for (int64_t i = 0; i < n; ++i) keys.push_back(&block_kv[static_cast<size_t>((seg.row0 + i) * D)]);
     window_first.assign(static_cast<size_t>(n), 0);

@@ -33,6 +33,23 @@ void ForwardPass::linear(const float* x, int64_t m, const kernels::WeightView& w
   ops_.linear(x, m, w, y);
 }
 
+void ForwardPass::store_window(std::vector<std::uint8_t>& ring, int64_t first, int64_t count,
+                               const std::uint8_t* codes) const {
+  const int64_t window = t_.sliding_window, entry_bytes = kernels::window_entry_bytes(t_.head_dim);
+  for (int64_t i = 0; i < count; ++i) {
+    std::memcpy(&ring[static_cast<size_t>(((first + i) % window) * entry_bytes)], codes + i * entry_bytes,
+                static_cast<size_t>(entry_bytes));
+  }
+}
+
+void ForwardPass::load_window(const std::vector<std::uint8_t>& ring, int64_t first, int64_t count, float* out) {
+  const int64_t window = t_.sliding_window, D = t_.head_dim, entry_bytes = kernels::window_entry_bytes(D);
+  for (int64_t i = 0; i < count; ++i) {
+    ops_.kv_decode(kernels::KvFormat::kWindow, &ring[static_cast<size_t>(((first + i) % window) * entry_bytes)], 1, D,
+                   out + i * D);
+  }
+}
+
 void ForwardPass::rope(const RopeAngles& angles, float* x, int64_t row0, int64_t rows, int64_t heads, int64_t dim,
                        bool inverse) {
   ops_.rope(x, rows, heads, dim, angles.rope_dims(), angles.cos(row0), angles.sin(row0), inverse);

@@ -56,6 +56,10 @@ class ForwardPass {
   };
 
   void linear(const float* x, int64_t m, const kernels::WeightView& w, float* y);
+  // A window ring (a trunk layer's or a DSpark stage's; slot = position mod sliding_window): the
+  // entries of `count` positions from `first` stored from `codes`, or decoded into `out` [count, D].
+  void store_window(std::vector<std::uint8_t>& ring, int64_t first, int64_t count, const std::uint8_t* codes) const;
+  void load_window(const std::vector<std::uint8_t>& ring, int64_t first, int64_t count, float* out);
   // RoPE by `angles` of rows [row0, row0 + rows) on x's rows (heads vectors of dim floats each).
   void rope(const RopeAngles& angles, float* x, int64_t row0, int64_t rows, int64_t heads, int64_t dim,
             bool inverse = false);
