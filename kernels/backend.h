@@ -153,11 +153,13 @@ class Backend {
 
   // The model's weight `w`, whose bytes stay unchanged while the backend lives (Model::load calls it
   // for every matrix it will pass to linear). A device backend uploads it once and from then on
-  // reads its own copy for any view inside those bytes; a host backend reads the bytes in place and
-  // has nothing to do. Views never kept are read where they are, every call.
-  virtual Status keep_weight(const WeightView& w) {
+  // reads its own copy for any view inside those bytes; the CPU backend does the same for FP4 codes
+  // (in lane order, fp4_lane_copies.h) and reads the others in place. True when the backend will
+  // not read w's codes (w.data) again, so that the caller may drop their pages. Views never kept
+  // are read where they are, every call.
+  virtual Result<bool> keep_weight(const WeightView& w) {
     static_cast<void>(w);
-    return Status::ok_status();
+    return false;
   }
 
   // kLinear: y [m, w.rows] = x [m, w.cols] · Wᵀ; linear_rows writes row i of y to y_rows[i]. The view

@@ -3,6 +3,10 @@
 
 #include "base/check.h"
 
+#include <algorithm>
+#include <bit>
+#include <cstring>
+
 namespace hippo::kernels {
 
 const char* weight_format_name(WeightFormat format) {
@@ -20,6 +24,8 @@ Status WeightView::validate() const {
   if (rows <= 0 || cols <= 0)
     return make_error(ErrorCode::kInvalidArgument, "{} weight: shape [{}, {}] is empty", name, rows, cols);
   if (data == nullptr) return make_error(ErrorCode::kInvalidArgument, "{} weight: no data", name);
+  if (lane_order && (format != WeightFormat::kFp4Row32 || row_stride != 0))
+    return make_error(ErrorCode::kInvalidArgument, "{} weight: only packed FP4 rows come in lane order", name);
   if (row_stride != 0 && format != WeightFormat::kFp4Row32)
     return make_error(ErrorCode::kInvalidArgument, "{} weight: only FP4 rows take a row stride", name);
   switch (format) {
@@ -39,6 +45,29 @@ Status WeightView::validate() const {
   }
   if (scales == nullptr) return make_error(ErrorCode::kInvalidArgument, "{} weight: no scales", name);
   return {};
+}
+
+WeightView fp4_to_lane_order(const WeightView& packed, std::uint8_t* codes) {
+  static_assert(std::endian::native == std::endian::little, "lane order is defined on little-endian words");
+  HIPPO_CHECK(packed.format == WeightFormat::kFp4Row32 && packed.row_stride == 0 && !packed.lane_order,
+              "fp4_to_lane_order: a packed FP4 view");
+  const std::int64_t row_bytes = packed.cols / 2, chunks = packed.cols / 128;
+  const auto* src = static_cast<const std::uint8_t*>(packed.data);
+  for (std::int64_t r = 0; r < packed.rows; ++r) {
+    const std::uint8_t* in = src + r * row_bytes;
+    std::uint8_t* out = codes + r * row_bytes;
+    for (std::int64_t chunk = 0; chunk < chunks; ++chunk, in += 64, out += 64) {
+      std::uint32_t words[16] = {};
+      for (int col = 0; col < 128; ++col)
+        words[col % 16] |= static_cast<std::uint32_t>((in[col / 2] >> (4 * (col % 2))) & 0xF) << (4 * (col / 16));
+      std::memcpy(out, words, sizeof words);
+    }
+    std::copy(in, src + (r + 1) * row_bytes, out);
+  }
+  WeightView out = packed;
+  out.data = codes;
+  out.lane_order = true;
+  return out;
 }
 
 WeightView weight_rows(const WeightView& view, std::int64_t first, std::int64_t count) {

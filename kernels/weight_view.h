@@ -29,6 +29,9 @@ struct WeightView {
   // packed (cols / 2 and cols / 32). Rows kept as whole records, codes then scales (the session's
   // FP4 index keys), are read in place with data = the first record, scales = data + cols / 2.
   std::int64_t row_stride = 0;
+  // kFp4Row32, packed rows only: the codes in lane order (fp4_code below), the layout the CPU
+  // backend keeps its copies of FP4 weights in (fp4_to_lane_order).
+  bool lane_order = false;
 
   // Checks the view against its format's rules (positive shape, scales present, FP4 column count
   // a multiple of 32, FP8 block positive). Kernels assume a validated view.
@@ -38,6 +41,23 @@ struct WeightView {
 // Bytes from one FP4 row's codes to the next's, and from its scales to the next's.
 inline std::int64_t fp4_code_stride(const WeightView& w) { return w.row_stride != 0 ? w.row_stride : w.cols / 2; }
 inline std::int64_t fp4_scale_stride(const WeightView& w) { return w.row_stride != 0 ? w.row_stride : w.cols / 32; }
+
+// FP4 code (row, col) of a view, in either order. Packed: byte col / 2, even columns in the low
+// nibble. Lane order, in each whole 128-column chunk of a row (the rest of the row as packed):
+// column 16 s + l is nibble s of the little-endian 32-bit word l (byte 4 l + s / 2), so that one
+// 64-byte load holds 16 lanes' codes for 8 steps of 16 columns, and a shift by 4 s gives step s.
+inline std::uint8_t fp4_code(const WeightView& w, std::int64_t row, std::int64_t col) {
+  const auto* codes = static_cast<const std::uint8_t*>(w.data) + row * fp4_code_stride(w);
+  if (w.lane_order && col < w.cols / 128 * 128) {
+    const std::int64_t step = col % 128 / 16;
+    return static_cast<std::uint8_t>((codes[col / 128 * 64 + 4 * (col % 16) + step / 2] >> (4 * (step % 2))) & 0xF);
+  }
+  return static_cast<std::uint8_t>((codes[col / 2] >> (4 * (col % 2))) & 0xF);
+}
+
+// The codes of a packed FP4 view rewritten in lane order into `codes` (code_span_bytes(packed)
+// bytes); returns the view of them, sharing packed's scales.
+WeightView fp4_to_lane_order(const WeightView& packed, std::uint8_t* codes);
 
 // The bytes from a view's first code byte (data) to just past its last, and the same for its scales
 // (none for F32 and BF16): what a copy of the view must hold.

@@ -6,7 +6,8 @@
 //
 // Method. W [rows, cols] holds random valid bytes of its format (f32 and bf16: normal values; fp8
 // E4M3 without the NaN codes 0x7F/0xFF, 32 × 32 E8M0 blocks; fp4 E2M1 with an E8M0 scale per 32;
-// scales 2^-7..2^3), x [m, cols] random normal fp32, all seeded. Decode must read DRAM, not the
+// scales 2^-7..2^3; fp4 codes in lane order, as the CPU backend keeps them), x [m, cols] random
+// normal fp32, all seeded. Decode must read DRAM, not the
 // cache: when W is smaller than 4x the L3 (its size from sysfs, 32 MiB when sysfs does not say),
 // the bench keeps several distinct copies of W and rotates through them, call after call, so that
 // each pass touches more than 4x the L3. Each timed run repeats the call for at least --min-time
@@ -176,12 +177,18 @@ class WeightCopies {
     std::uint8_t* data = w.bytes_.get();
     std::uint8_t* scales = data + data_stride;
     fill(format, rows, cols, seed, data, scales, w.sizes_);
+    const bool lane_order = format == WeightFormat::kFp4Row32;  // as the CPU backend keeps FP4 weights
+    if (lane_order) {
+      std::vector<std::uint8_t> packed(data, data + w.sizes_.data);
+      kernels::fp4_to_lane_order(WeightView{format, packed.data(), scales, rows, cols}, data);
+    }
     for (int c = 1; c < copies; ++c)
       std::memcpy(data + w.stride_ * static_cast<std::size_t>(c), data, w.stride_);
     for (int c = 0; c < copies; ++c) {
       std::uint8_t* base = data + w.stride_ * static_cast<std::size_t>(c);
       WeightView view{format, base, w.sizes_.scales > 0 ? base + data_stride : nullptr, rows, cols,
                       format == WeightFormat::kFp8Block ? kFp8Block : 0};
+      view.lane_order = lane_order;
       HIPPO_RETURN_IF_ERROR(view.validate());
       w.views_.push_back(view);
     }

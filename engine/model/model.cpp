@@ -85,11 +85,15 @@ Status check_backend(const kernels::Backend& backend, const ModelWeights& w) {
   });
 }
 
-// Hands the backend every matrix once (a device backend uploads them here).
-Status keep_weights(kernels::Backend& backend, const ModelWeights& w) {
+// Hands the backend every matrix once (a device backend uploads them here), and drops the pages of
+// the codes it copied: the mapping would otherwise hold a second copy in this process's memory.
+Status keep_weights(kernels::Backend& backend, const Checkpoint& checkpoint, const ModelWeights& w) {
   return for_each_linear_weight(w, [&](const kernels::WeightView& view, std::string_view tensor) -> Status {
     if (view.data == nullptr) return Status::ok_status();
-    return backend.keep_weight(view).with_context(tensor);
+    const Result<bool> copied = backend.keep_weight(view);
+    if (!copied.ok()) return copied.status().with_context(tensor);
+    if (*copied) checkpoint.drop_pages(view.data, static_cast<size_t>(kernels::code_span_bytes(view)));
+    return Status::ok_status();
   });
 }
 
@@ -116,7 +120,7 @@ Result<std::unique_ptr<Model>> Model::load(const std::string& dir, std::unique_p
   HIPPO_ASSIGN_OR_RETURN(std::string fingerprint, checkpoint_fingerprint(checkpoint));
   std::unique_ptr<Model> model(new Model(std::move(checkpoint), std::move(backend)));
   HIPPO_RETURN_IF_ERROR(check_backend(*model->backend_, model->weights_).with_context(dir));
-  HIPPO_RETURN_IF_ERROR(keep_weights(*model->backend_, model->weights_).with_context(dir));
+  HIPPO_RETURN_IF_ERROR(keep_weights(*model->backend_, model->checkpoint_, model->weights_).with_context(dir));
   model->fingerprint_ = std::move(fingerprint);
   if (!model->text().engram_layer_ids.empty()) {
     const std::string tokenizer_dir = options.tokenizer_dir.empty() ? dir : options.tokenizer_dir;

@@ -143,6 +143,14 @@ uint64_t Checkpoint::mapped_bytes() const {
   return total;
 }
 
+void Checkpoint::drop_pages(const void* begin, size_t bytes) const {
+  const auto* first = static_cast<const std::byte*>(begin);
+  for (const SafetensorsFile& shard : shards_) {
+    const std::span<const std::byte> mapped = shard.file().bytes();
+    if (first >= mapped.data() && first + bytes <= mapped.data() + mapped.size()) shard.file().drop_pages(first, bytes);
+  }
+}
+
 uint64_t Checkpoint::resident_bytes() const {
   uint64_t total = 0;
   for (const SafetensorsFile& shard : shards_) total += shard.file().resident_bytes();

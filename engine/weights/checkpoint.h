@@ -47,6 +47,9 @@ class Checkpoint {
   uint64_t mapped_bytes() const;    // size of all shard mappings
   uint64_t resident_bytes() const;  // of those, the pages in memory now
 
+  // MappedFile::drop_pages on the shard that maps [begin, begin + bytes), if one does.
+  void drop_pages(const void* begin, size_t bytes) const;
+
  private:
   friend Result<Checkpoint> load_checkpoint(const std::string& dir);
   struct Location {

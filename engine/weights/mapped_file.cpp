@@ -68,6 +68,14 @@ void MappedFile::release() {
   size_ = 0;
 }
 
+void MappedFile::drop_pages(const std::byte* begin, size_t bytes) const {
+  if (begin < data_ || begin + bytes > data_ + size_ || bytes == 0) return;
+  const auto page = static_cast<uintptr_t>(::sysconf(_SC_PAGESIZE));
+  const uintptr_t first = (reinterpret_cast<uintptr_t>(begin) + page - 1) / page * page;
+  const uintptr_t last = (reinterpret_cast<uintptr_t>(begin) + bytes) / page * page;
+  if (first < last) static_cast<void>(::madvise(reinterpret_cast<void*>(first), last - first, MADV_DONTNEED));
+}
+
 uint64_t MappedFile::resident_bytes() const {
   if (size_ == 0) return 0;
   const auto page = static_cast<size_t>(::sysconf(_SC_PAGESIZE));

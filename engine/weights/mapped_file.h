@@ -29,6 +29,11 @@ class MappedFile {
   // Bytes of the mapping whose pages are in memory (mincore), rounded to whole pages.
   uint64_t resident_bytes() const;
 
+  // Takes the whole pages inside [begin, begin + bytes) of the mapping out of this process's memory
+  // (madvise MADV_DONTNEED): bytes a backend keeps its own copy of. They are still mapped, and come
+  // back from the file if read again.
+  void drop_pages(const std::byte* begin, size_t bytes) const;
+
  private:
   MappedFile(std::string path, const std::byte* data, size_t size) : path_(std::move(path)), data_(data), size_(size) {}
   void release();

@@ -1,9 +1,12 @@
 #include "kernels/cpu/cpu_backend.h"
 
+#include "kernels/cpu/fp4_lane_copies.h"
 #include "kernels/cpu/kv_entries.h"
 #include "kernels/cpu/linear.h"
 #include "kernels/cpu/model_ops.h"
 #include "kernels/cpu/thread_pool.h"
+
+#include <new>
 
 namespace hippo::kernels::cpu {
 namespace {
@@ -33,11 +36,21 @@ class CpuBackend final : public Backend {
   bool supports(WeightFormat) const override { return true; }
   bool supports(TableFormat) const override { return true; }
 
+  // FP4 weights are read from a copy in lane order (fp4_lane_copies.h).
+  Result<bool> keep_weight(const WeightView& w) override {
+    try {
+      fp4_copies_.keep(w, pool_);
+    } catch (const std::bad_alloc&) {
+      return make_error(ErrorCode::kResourceExhausted, "CPU backend: no memory for the lane-order copy of a {} x {} FP4 weight",
+                        w.rows, w.cols);
+    }
+    return fp4_copies_.find(w).lane_order;
+  }
   void linear(const float* x, std::int64_t m, const WeightView& w, float* y) override {
-    if (m > 0) cpu::linear(x, m, w, y, pool_);
+    if (m > 0) cpu::linear(x, m, fp4_copies_.find(w), y, pool_);
   }
   void linear_rows(const float* x, std::int64_t m, const WeightView& w, float* const* y_rows) override {
-    if (m > 0) cpu::linear_rows(x, m, w, y_rows, pool_);
+    if (m > 0) cpu::linear_rows(x, m, fp4_copies_.find(w), y_rows, pool_);
   }
   void rms_norm(const float* x, std::int64_t rows, std::int64_t n, const float* weight, float eps, float* out) override {
     cpu::rms_norm(x, rows, n, weight, eps, out);
@@ -94,6 +107,7 @@ class CpuBackend final : public Backend {
 
  private:
   ThreadPool pool_;
+  Fp4LaneCopies fp4_copies_;
 };
 
 }  // namespace

@@ -14,7 +14,9 @@
 //     2^-8, against x scaled per block by 2^8 times the scale, the same products) and adds them
 //     times the same 16 columns of every row of x, lane l of each vector being lane l's chain. No
 //     transposes, no buffers: the weights stream from memory once, and about 8 accumulator
-//     vectors hide the FMA latency. The tree: fold4, then reduce4 across four outputs.
+//     vectors hide the FMA latency. The tree: fold4, then reduce4 across four outputs. FP4 in
+//     lane order (weight_view.h; the CPU backend's copies) holds lane l's codes for 8 steps in
+//     one 32-bit word, so that a step costs a shift and a permute per vector, no broadcast.
 //   - prefill: an outer-product GEMM over decoded panels, one lane at a time. x is repacked once
 //     per call (pack_x) so that a tile's values for one lane are contiguous; a panel of kNr = 2W
 //     weight rows is decoded kKc columns at a time and transposed lane-major (16 KB or less, in
@@ -56,7 +58,7 @@ struct DecodeTables {
   std::array<float, 256> e4m3, e8m0;
   std::array<float, 256> fp8_mult;  // 2^8 times the E8M0 scale where that is finite, else 0 (see fp8_vec)
   std::array<float, 256> fp8_inv;   // 1 / fp8_mult where fp8_mult is not 0 (exact: a power of two)
-  std::array<std::array<float, 2>, 256> e2m1_pair;  // a packed byte -> {even (low nibble), odd (high nibble)}
+  std::array<float, 16> e2m1;
   DecodeTables() {
     for (int b = 0; b < 256; ++b) {
       const auto byte = static_cast<std::uint8_t>(b);
@@ -64,7 +66,7 @@ struct DecodeTables {
       e8m0[b] = ref::e8m0_to_f32(byte);
       fp8_mult[b] = b <= kFp8MaxFastScale ? e8m0[b] * 0x1p8f : 0.0f;
       fp8_inv[b] = b <= kFp8MaxFastScale ? 1.0f / fp8_mult[b] : 0.0f;
-      e2m1_pair[b] = {ref::e2m1_to_f32(byte & 0xF), ref::e2m1_to_f32(static_cast<std::uint8_t>(byte >> 4))};
+      if (b < 16) e2m1[b] = ref::e2m1_to_f32(byte);
     }
   }
 };
@@ -207,42 +209,73 @@ struct Simd {
     return load(tables.entries[scale_byte]);
   }
 
-  // W E2M1 nibbles (W / 2 bytes, low nibble first) through the table of fp4_table: each lane
-  // shifts its nibble down from a broadcast word and picks its value with one permute.
-  HIPPO_LINEAR_TARGET __attribute__((always_inline)) static Vec fp4_vec(const std::uint8_t* src, Vec table) {
+  // W E2M1 codes, one in the low 4 bits of each lane (higher bits ignored), through the table of
+  // fp4_table: one permute (AVX2: of the magnitudes, then the sign's XOR).
+  HIPPO_LINEAR_TARGET __attribute__((always_inline)) static Vec fp4_lookup(UVec codes, Vec table) {
 #if defined(__x86_64__)
     if constexpr (W == 16) {
-      const __m512i words = _mm512_maskz_permutexvar_epi32(0xFFFF, _mm512_setr_epi32(0, 0, 0, 0, 0, 0, 0, 0, 1, 1, 1, 1, 1, 1, 1, 1),
-                                                     _mm512_zextsi128_si512(_mm_loadl_epi64(reinterpret_cast<const __m128i*>(src))));
-      const __m512i nibbles = _mm512_maskz_srlv_epi32(0xFFFF, words, _mm512_setr_epi32(0, 4, 8, 12, 16, 20, 24, 28, 0, 4, 8, 12, 16, 20, 24, 28));
+      __m512i c;
       __m512 t;
+      std::memcpy(&c, &codes, sizeof c);
       std::memcpy(&t, &table, sizeof t);
-      const __m512 value = _mm512_maskz_permutexvar_ps(0xFFFF, nibbles, t);  // the low 4 bits index
+      const __m512 value = _mm512_maskz_permutexvar_ps(0xFFFF, c, t);
       Vec out;
       std::memcpy(&out, &value, sizeof out);
       return out;
     } else if constexpr (W == 8) {
-      std::int32_t word;
-      std::memcpy(&word, src, sizeof word);
-      const __m256i nibbles = _mm256_srlv_epi32(_mm256_set1_epi32(word), _mm256_setr_epi32(0, 4, 8, 12, 16, 20, 24, 28));
+      __m256i c;
       __m256 t;
+      std::memcpy(&c, &codes, sizeof c);
       std::memcpy(&t, &table, sizeof t);
-      const __m256 magnitude = _mm256_permutevar8x32_ps(t, nibbles);  // the low 3 bits index
-      const __m256 value = _mm256_xor_ps(magnitude, _mm256_castsi256_ps(_mm256_slli_epi32(nibbles, 28)));
+      const __m256 magnitude = _mm256_permutevar8x32_ps(t, c);  // the low 3 bits index
+      const __m256 value = _mm256_xor_ps(magnitude, _mm256_castsi256_ps(_mm256_slli_epi32(c, 28)));
       Vec out;
       std::memcpy(&out, &value, sizeof out);
       return out;
     }
 #endif
     float entries[W], lanes[W];  // the same lookup one lane at a time
+    std::uint32_t code_lanes[W];
     std::memcpy(entries, &table, sizeof entries);
+    std::memcpy(code_lanes, &codes, sizeof code_lanes);
     for (int t = 0; t < W; ++t) {
-      const unsigned code = (src[t / 2] >> (4 * (t & 1))) & 0xFu;
+      const std::uint32_t code = code_lanes[t] & 0xFu;
       std::uint32_t bits = __builtin_bit_cast(std::uint32_t, entries[code % W]);
       if (W == 8) bits ^= code << 28;
       lanes[t] = __builtin_bit_cast(float, bits);
     }
     return load(lanes);
+  }
+
+  // W packed E2M1 nibbles (W / 2 bytes, low nibble first) through the table of fp4_table: each
+  // lane shifts its nibble down from a broadcast word.
+  HIPPO_LINEAR_TARGET __attribute__((always_inline)) static Vec fp4_vec(const std::uint8_t* src, Vec table) {
+    UVec codes;
+#if defined(__x86_64__)
+    if constexpr (W == 16) {
+      const __m512i words = _mm512_maskz_permutexvar_epi32(0xFFFF, _mm512_setr_epi32(0, 0, 0, 0, 0, 0, 0, 0, 1, 1, 1, 1, 1, 1, 1, 1),
+                                                     _mm512_zextsi128_si512(_mm_loadl_epi64(reinterpret_cast<const __m128i*>(src))));
+      const __m512i nibbles = _mm512_maskz_srlv_epi32(0xFFFF, words, _mm512_setr_epi32(0, 4, 8, 12, 16, 20, 24, 28, 0, 4, 8, 12, 16, 20, 24, 28));
+      std::memcpy(&codes, &nibbles, sizeof codes);
+      return fp4_lookup(codes, table);
+    } else if constexpr (W == 8) {
+      std::int32_t word;
+      std::memcpy(&word, src, sizeof word);
+      const __m256i nibbles = _mm256_srlv_epi32(_mm256_set1_epi32(word), _mm256_setr_epi32(0, 4, 8, 12, 16, 20, 24, 28));
+      std::memcpy(&codes, &nibbles, sizeof codes);
+      return fp4_lookup(codes, table);
+    }
+#endif
+    std::uint32_t code_lanes[W];
+    for (int t = 0; t < W; ++t) code_lanes[t] = static_cast<std::uint32_t>(src[t / 2] >> (4 * (t & 1)));
+    std::memcpy(&codes, code_lanes, sizeof codes);
+    return fp4_lookup(codes, table);
+  }
+
+  // The 16 lanes' words of a lane-ordered 128-column chunk (weight_view.h's fp4_code): step s's
+  // codes are words[q] >> 4 s.
+  HIPPO_LINEAR_TARGET __attribute__((always_inline)) static void fp4_lane_words(const std::uint8_t* chunk, UVec (&words)[kV]) {
+    std::memcpy(words, chunk, 64);
   }
 
   // W[row, c0 .. c1) into out[0, c1 - c0), one value at a time: tails and odd FP8 blocks.
@@ -260,8 +293,7 @@ struct Simd {
               tables.e8m0[w.scales[(row / w.block) * ((k + w.block - 1) / w.block) + c / w.block]];
           break;
         case WeightFormat::kFp4Row32:
-          v = tables.e2m1_pair[bytes[row * fp4_code_stride(w) + c / 2]][c & 1] *
-              tables.e8m0[w.scales[row * fp4_scale_stride(w) + c / 32]];
+          v = tables.e2m1[fp4_code(w, row, c)] * tables.e8m0[w.scales[row * fp4_scale_stride(w) + c / 32]];
           break;
       }
       out[c - c0] = v;
@@ -362,6 +394,21 @@ struct Simd {
       }
       case WeightFormat::kFp4Row32: {
         if (!kVectorDecode) break;
+        const std::uint8_t* codes = bytes + row * fp4_code_stride(w);
+        const std::uint8_t* scales = w.scales + row * fp4_scale_stride(w);
+        const std::int64_t lanes_end = w.lane_order ? std::min(c1, k / 128 * 128) : c0;
+        for (; c + 128 <= lanes_end && c % 128 == 0; c += 128) {
+          UVec words[kV];
+          fp4_lane_words(codes + c / 2, words);
+#pragma GCC unroll 8
+          for (int step = 0; step < 8; ++step) {
+            const Vec table = fp4_table(fp4_tables(), scales[c / 32 + step / 2]);
+#pragma GCC unroll 4
+            for (int q = 0; q < kV; ++q)
+              store(out + (c - c0 + 16 * step + q * W), fp4_lookup(words[q] >> (4 * step), table));
+          }
+        }
+        if (c < lanes_end) break;  // a lane-ordered chunk cut by c0 or c1: one value at a time
         for (; c < c1; c += 32) {
           const Vec table = fp4_table(fp4_tables(), w.scales[row * fp4_scale_stride(w) + c / 32]);
           for (int t = 0; t < 32; t += W)
@@ -417,8 +464,10 @@ struct Simd {
 
   // Rows r0 .. r0 + NR of W against the MR rows of x (row i at x + i * k; x_tail: their last
   // k % 16 columns, zero-padded to 16 each). FP8 (not Scalar) reads xs instead of x for the
-  // first k / 16 * 16 columns: x scaled per block by scale_x_fp8 for these rows.
-  template <WeightFormat F, bool Scalar, int MR, int NR>
+  // first k / 16 * 16 columns: x scaled per block by scale_x_fp8 for these rows. Lanes: FP4 in
+  // lane order, whose whole 128-column chunks take one load and eight shifts, not eight
+  // broadcasts (a permute each) and eight variable shifts.
+  template <WeightFormat F, bool Scalar, int MR, int NR, bool Lanes = false>
   HIPPO_LINEAR_TARGET static void dot_rows(const float* x, const float* xs, const float* x_tail, const WeightView& w,
                                            std::int64_t r0, const LinearOut& y) {
     const DecodeTables& tables = decode_tables();
@@ -437,7 +486,26 @@ struct Simd {
     const float* xv = kFastFp8 ? xs : x;
     Bytes16 fp8_nan{};  // kFastFp8: NaN codes seen
     Vec acc[MR][NR][kV] = {};
-    for (std::int64_t c = 0; c < full; c += 16) {
+    const std::int64_t lanes_end = Lanes ? k / 128 * 128 : 0;
+    for (std::int64_t c = 0; c < lanes_end; c += 128) {
+#pragma GCC unroll 8
+      for (int j = 0; j < NR; ++j) __builtin_prefetch(rows[j].bytes + ahead + c / 2);
+#pragma GCC unroll 8
+      for (int j = 0; j < NR; ++j) {
+        UVec words[kV];
+        fp4_lane_words(rows[j].bytes + c / 2, words);
+#pragma GCC unroll 8
+        for (int step = 0; step < 8; ++step) {
+          const Vec table = fp4_table(*rows[j].fp4, rows[j].scales[c / 32 + step / 2]);
+#pragma GCC unroll 8
+          for (int i = 0; i < MR; ++i)
+#pragma GCC unroll 4
+            for (int q = 0; q < kV; ++q)
+              acc[i][j][q] += load(xv + i * k + c + 16 * step + q * W) * fp4_lookup(words[q] >> (4 * step), table);
+        }
+      }
+    }
+    for (std::int64_t c = lanes_end; c < full; c += 16) {
       if constexpr (kFastFp8)
 #pragma GCC unroll 8
         for (int j = 0; j < NR; ++j) fp8_nan |= fp8_nan_lanes(rows[j].bytes + c);
@@ -476,33 +544,34 @@ struct Simd {
   }
 
   // The last n % NR rows, through dot_rows of that height.
-  template <WeightFormat F, bool Scalar, int MR, int R>
+  template <WeightFormat F, bool Scalar, int MR, int R, bool Lanes>
   HIPPO_LINEAR_TARGET static void dot_rows_tail(int rows, const float* x, const float* xs, const float* x_tail,
                                                 const WeightView& w, std::int64_t r0, const LinearOut& y) {
     if constexpr (R > 0) {
-      if (rows == R) return dot_rows<F, Scalar, MR, R>(x, xs, x_tail, w, r0, y);
-      dot_rows_tail<F, Scalar, MR, R - 1>(rows, x, xs, x_tail, w, r0, y);
+      if (rows == R) return dot_rows<F, Scalar, MR, R, Lanes>(x, xs, x_tail, w, r0, y);
+      dot_rows_tail<F, Scalar, MR, R - 1, Lanes>(rows, x, xs, x_tail, w, r0, y);
     }
   }
 
   // Weight rows per decode step: NR * MR * kV accumulators, about 8 vectors (the FMA latency times
-  // the FMA ports), so that the chains hide one another's latency.
-  template <int MR>
-  static constexpr int kDotRows = std::max(1, 8 / (MR * kV));
+  // the FMA ports), so that the chains hide one another's latency. Lane-ordered FP4 is bound by
+  // its permutes, not the FMAs, and reads fewer streams at once faster: half as many.
+  template <int MR, bool Lanes>
+  static constexpr int kDotRows = std::max(1, (Lanes ? 4 : 8) / (MR * kV));
 
   // NR rows of W (fewer at the end) against rows 0 .. MA of x, then the same rows of W (now in
   // L1) against rows MA .. MA + MB: up to 8 rows of x read the weights from memory once.
-  template <WeightFormat F, bool Scalar, int MA, int MB, int NR>
+  template <WeightFormat F, bool Scalar, int MA, int MB, int NR, bool Lanes>
   HIPPO_LINEAR_TARGET static void dot_group(int nr, const float* x, const float* xs, const float* x_tail,
                                             const WeightView& w, std::int64_t r0, const LinearOut& y,
                                             const LinearOut& y_b) {
-    if (nr == NR) dot_rows<F, Scalar, MA, NR>(x, xs, x_tail, w, r0, y);
-    else dot_rows_tail<F, Scalar, MA, NR - 1>(nr, x, xs, x_tail, w, r0, y);
+    if (nr == NR) dot_rows<F, Scalar, MA, NR, Lanes>(x, xs, x_tail, w, r0, y);
+    else dot_rows_tail<F, Scalar, MA, NR - 1, Lanes>(nr, x, xs, x_tail, w, r0, y);
     if constexpr (MB > 0) {
       const float* x_b = x + MA * w.cols;
       const float* xs_b = xs != nullptr ? xs + MA * w.cols : nullptr;
-      if (nr == NR) dot_rows<F, Scalar, MB, NR>(x_b, xs_b, x_tail + MA * 16, w, r0, y_b);
-      else dot_rows_tail<F, Scalar, MB, NR - 1>(nr, x_b, xs_b, x_tail + MA * 16, w, r0, y_b);
+      if (nr == NR) dot_rows<F, Scalar, MB, NR, Lanes>(x_b, xs_b, x_tail + MA * 16, w, r0, y_b);
+      else dot_rows_tail<F, Scalar, MB, NR - 1, Lanes>(nr, x_b, xs_b, x_tail + MA * 16, w, r0, y_b);
     }
   }
 
@@ -535,9 +604,9 @@ struct Simd {
     return std::all_of(lanes, lanes + W, [](std::int32_t lane) { return lane == 0; });
   }
 
-  template <WeightFormat F, bool Scalar, int MR>
+  template <WeightFormat F, bool Scalar, int MR, bool Lanes = false>
   HIPPO_LINEAR_TARGET static void decode_format(const float* x, const WeightView& w, const LinearOut& y, ThreadPool& pool) {
-    constexpr int MA = std::min(MR, 4), MB = MR - MA, NR = kDotRows<MA>;
+    constexpr int MA = std::min(MR, 4), MB = MR - MA, NR = kDotRows<MA, Lanes>;
     const std::int64_t k = w.cols, full = k / 16 * 16;
     alignas(64) float x_tail[MR * 16] = {};
     for (int i = 0; i < MR; ++i) std::copy(x + i * k + full, x + (i + 1) * k, x_tail + 16 * i);
@@ -559,13 +628,13 @@ struct Simd {
             block = g * NR / w.block;
             exact = scale_x_fp8(x, MR, w, tables, block, scaled.data());
           }
-          if (exact) dot_group<F, false, MA, MB, NR>(nr, x, scaled.data(), x_tail, w, g * NR, y, y_b);
-          else dot_group<F, true, MA, MB, NR>(nr, x, nullptr, x_tail, w, g * NR, y, y_b);
+          if (exact) dot_group<F, false, MA, MB, NR, false>(nr, x, scaled.data(), x_tail, w, g * NR, y, y_b);
+          else dot_group<F, true, MA, MB, NR, false>(nr, x, nullptr, x_tail, w, g * NR, y, y_b);
         }
       } else {
         for (std::int64_t g = g0; g < g1; ++g) {
           const int nr = static_cast<int>(std::min<std::int64_t>(NR, w.rows - g * NR));
-          dot_group<F, Scalar, MA, MB, NR>(nr, x, nullptr, x_tail, w, g * NR, y, y_b);
+          dot_group<F, Scalar, MA, MB, NR, Lanes>(nr, x, nullptr, x_tail, w, g * NR, y, y_b);
         }
       }
     });
@@ -580,7 +649,10 @@ struct Simd {
         if constexpr (kVectorDecode)
           if (row_cursor(w, 0).shift >= 0) return decode_format<WeightFormat::kFp8Block, false, MR>(x, w, y, pool);
         return decode_format<WeightFormat::kFp8Block, true, MR>(x, w, y, pool);
-      case WeightFormat::kFp4Row32: return decode_format<WeightFormat::kFp4Row32, !kVectorDecode, MR>(x, w, y, pool);
+      case WeightFormat::kFp4Row32:
+        if constexpr (kVectorDecode)
+          if (w.lane_order) return decode_format<WeightFormat::kFp4Row32, false, MR, true>(x, w, y, pool);
+        return decode_format<WeightFormat::kFp4Row32, !kVectorDecode, MR>(x, w, y, pool);
     }
   }
 

@@ -1,5 +1,6 @@
 #include "kernels/cuda/cuda_backend.h"
 
+#include "base/check.h"
 #include "kernels/cuda/device_memory.h"
 #include "kernels/cuda/launch.h"
 #include "kernels/top_k.h"
@@ -59,7 +60,7 @@ class CudaBackend final : public Backend {
   bool supports(WeightFormat) const override { return true; }
   bool supports(TableFormat) const override { return true; }
 
-  Status keep_weight(const WeightView& w) override {
+  Result<bool> keep_weight(const WeightView& w) override {
     check(cudaSetDevice(device_), "select the device");
     for (const ByteRange range : {data_range(w), scales_range(w)}) {
       if (range.begin == nullptr || range.bytes == 0 || kept_device(range.begin, range.bytes) != nullptr) continue;
@@ -71,7 +72,7 @@ class CudaBackend final : public Backend {
       check(cudaMemcpy(copy.data(), range.begin, range.bytes, cudaMemcpyHostToDevice), "upload a weight");
       kept_.emplace(reinterpret_cast<std::uintptr_t>(range.begin), Kept{range.bytes, std::move(copy)});
     }
-    return Status::ok_status();
+    return false;  // the host's pages stay: untested on a device here
   }
 
   void linear(const float* x, std::int64_t m, const WeightView& w, float* y) override {
@@ -395,6 +396,7 @@ class CudaBackend final : public Backend {
   }
 
   void run_linear(const float* x, std::int64_t m, const WeightView& w) {
+    HIPPO_CHECK(!w.lane_order, "CUDA linear: FP4 lane order is the CPU backend's own layout");
     DeviceWeight d;
     d.format = static_cast<DeviceWeightFormat>(w.format);
     d.rows = w.rows;

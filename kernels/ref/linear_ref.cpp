@@ -19,10 +19,8 @@ float weight_at(const WeightView& w, std::int64_t row, std::int64_t col) {
       return e4m3fn_to_f32(bytes[row * w.cols + col]) * scale;
     }
     case WeightFormat::kFp4Row32: {
-      const std::uint8_t byte = bytes[row * fp4_code_stride(w) + col / 2];
-      const std::uint8_t nibble = (col % 2 == 0) ? (byte & 0xF) : (byte >> 4);  // even column: low nibble
       const float scale = e8m0_to_f32(w.scales[row * fp4_scale_stride(w) + col / 32]);
-      return e2m1_to_f32(nibble) * scale;
+      return e2m1_to_f32(fp4_code(w, row, col)) * scale;
     }
   }
   return 0.0f;

@@ -146,10 +146,10 @@ class Restricted final : public kernels::Backend {
   bool supports(kernels::WeightFormat format) const override { return format != format_; }
   bool supports(kernels::TableFormat format) const override { return inner_->supports(format); }
 
-  Status keep_weight(const kernels::WeightView& w) override {
+  Result<bool> keep_weight(const kernels::WeightView& w) override {
     const auto* begin = static_cast<const std::uint8_t*>(w.data);
     kept_.emplace_back(begin, begin + kernels::code_span_bytes(w));
-    return Status::ok_status();
+    return false;
   }
   int64_t linear_calls_on_unkept_weights() const { return unkept_; }
 

@@ -1221,6 +1221,41 @@ TEST_CASE("every backend's ops match ref", "[backend]") {
   }
 }
 
+// Model::load hands every weight to keep_weight (a device backend uploads it; the CPU backend keeps
+// FP4 in lane order): from then on a view of the weight, or of some of its rows, gives the same bits
+// as before it was kept.
+TEST_CASE("every backend gives a kept weight's results the same bits as before", "[backend]") {
+  Random rng(151);
+  std::vector<TestWeight> weights;  // outlive the backends, as a model's weights do
+  for (const LinearCase& c : linear_cases())
+    if (c.record_pad < 0) weights.push_back(make_weight(c.format, c.rows, c.cols, rng));
+  weights.push_back(make_weight(WeightFormat::kFp4Row32, 40, 4096, rng));
+  // The last rows (FP8: its last block of rows, which slices keep whole).
+  auto last_rows = [](const WeightView& w) {
+    const std::int64_t first = w.format == WeightFormat::kFp8Block ? (w.rows - 1) / w.block * w.block : w.rows - 1;
+    return kernels::weight_rows(w, first, w.rows - first);
+  };
+  for (const std::string& name : non_ref_backends()) {
+    auto made = kernels::make_backend(name, 2);
+    REQUIRE(made.ok());
+    Backend& backend = **made;
+    std::vector<std::vector<float>> before, rows_before;
+    std::vector<Misaligned> xs;
+    for (const TestWeight& w : weights) {
+      xs.emplace_back(rng.normals(5 * w.view.cols));
+      before.push_back(run_linear(backend, xs.back().data(), 5, w.view));
+      rows_before.push_back(run_linear(backend, xs.back().data(), 1, last_rows(w.view)));
+    }
+    for (const TestWeight& w : weights) REQUIRE(backend.keep_weight(w.view).ok());
+    for (std::size_t i = 0; i < weights.size(); ++i) {
+      const WeightView& w = weights[i].view;
+      INFO(name << " " << kernels::weight_format_name(w.format) << " [" << w.rows << ", " << w.cols << "]");
+      CHECK(same_bits(before[i], run_linear(backend, xs[i].data(), 5, w)));
+      CHECK(same_bits(rows_before[i], run_linear(backend, xs[i].data(), 1, last_rows(w))));
+    }
+  }
+}
+
 // A row's result depends only on its own inputs: the batch's rows against each row alone, on a
 // backend with one thread (so the thread count changes too).
 TEST_CASE("every backend gives a row the same bits alone as in a batch", "[backend]") {

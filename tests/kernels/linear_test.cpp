@@ -390,6 +390,46 @@ TEST_CASE("fp4 rows read through a row stride equal the packed rows", "[linear]"
   }
 }
 
+// The CPU backend keeps FP4 weights in lane order (weight_view.h's fp4_code): the same codes, and on
+// every ISA and path (decode heights, the prefill kernel, a chunk cut by a slice of rows) the same
+// results bit for bit as the packed weight, rows that are not whole 128-column chunks included.
+TEST_CASE("fp4 weights in lane order hold the same codes and give the packed results bit for bit", "[linear]") {
+  std::mt19937 rng(29);
+  kernels::cpu::ThreadPool pool(2);
+  for (const std::int64_t k : {32, 96, 128, 416, 2080}) {
+    const std::int64_t n = 21;
+    TestWeight packed(WeightFormat::kFp4Row32, n, k, rng);
+    std::vector<std::uint8_t> codes(packed.data.size());
+    const WeightView lanes = kernels::fp4_to_lane_order(packed.view, codes.data());
+    REQUIRE(lanes.lane_order);
+    REQUIRE(lanes.validate().ok());
+    for (std::int64_t r = 0; r < n; ++r)
+      for (std::int64_t c = 0; c < k; ++c) REQUIRE(kernels::fp4_code(lanes, r, c) == kernels::fp4_code(packed.view, r, c));
+    if (k % 128 == 0) CHECK(codes != packed.data);  // the chunks did move
+    const auto x = random_x(13, k, rng);
+    for (const std::string& isa : kernels::cpu::runnable_linear_isas()) {
+      for (std::int64_t m : {1, 2, 3, 4, 5, 8, 13}) {
+        INFO(isa << " k=" << k << " m=" << m);
+        std::vector<float> want(static_cast<std::size_t>(m * n)), got(want.size());
+        REQUIRE(kernels::cpu::linear_with_isa(isa, x.data(), m, packed.view, want.data(), pool).ok());
+        REQUIRE(kernels::cpu::linear_with_isa(isa, x.data(), m, lanes, got.data(), pool).ok());
+        CHECK(std::memcmp(want.data(), got.data(), want.size() * sizeof(float)) == 0);
+      }
+      std::vector<float> want(3), got(3);
+      REQUIRE(kernels::cpu::linear_with_isa(isa, x.data(), 1, kernels::weight_rows(packed.view, 17, 3), want.data(), pool).ok());
+      REQUIRE(kernels::cpu::linear_with_isa(isa, x.data(), 1, kernels::weight_rows(lanes, 17, 3), got.data(), pool).ok());
+      CHECK(want == got);
+    }
+  }
+  std::uint8_t bytes[64] = {};
+  WeightView bf16{WeightFormat::kBF16, bytes, nullptr, 2, 16, 0};
+  bf16.lane_order = true;
+  CHECK(bf16.validate().message() == "bf16 weight: only packed FP4 rows come in lane order");
+  WeightView strided{WeightFormat::kFp4Row32, bytes, bytes, 1, 32, 0, 20};
+  strided.lane_order = true;
+  CHECK_FALSE(strided.validate().ok());
+}
+
 TEST_CASE("the dispatcher names the instruction set it chose and refuses ones it cannot run", "[linear]") {
   const std::string isa = kernels::cpu::linear_isa();
   CHECK(kernels::cpu::runnable_linear_isas().front() == isa);
