@@ -37,6 +37,7 @@
 
 #include <algorithm>
 #include <array>
+#include <bit>
 #include <cmath>
 #include <cstring>
 #include <utility>
@@ -553,11 +554,15 @@ struct Simd {
     }
   }
 
-  // Weight rows per decode step: NR * MR * kV accumulators, about 8 vectors (the FMA latency times
-  // the FMA ports), so that the chains hide one another's latency. Lane-ordered FP4 is bound by
-  // its permutes, not the FMAs, and reads fewer streams at once faster: half as many.
+  // Weight rows per decode step (a power of two: FP8 groups stay inside a scale block). One row of
+  // x: about 8 accumulator vectors (the FMA latency times the FMA ports), so that the chains hide
+  // one another's latency; lane-ordered FP4, bound by its permutes, runs fewer streams at once
+  // faster: half as many. More rows of x: as many accumulators as the registers hold (16 of
+  // AVX-512's 32), since every step loads each row of x once for all NR weight rows, and x (16 KB
+  // per row at k = 4096) falls out of the L1.
   template <int MR, bool Lanes>
-  static constexpr int kDotRows = std::max(1, (Lanes ? 4 : 8) / (MR * kV));
+  static constexpr int kDotRows = static_cast<int>(
+      std::bit_floor(MR == 1 ? std::max(1u, (Lanes ? 4u : 8u) / kV) : std::max(1u, (W == 16 ? 16u : 8u) / (MR * kV))));
 
   // NR rows of W (fewer at the end) against rows 0 .. MA of x, then the same rows of W (now in
   // L1) against rows MA .. MA + MB: up to 8 rows of x read the weights from memory once.
