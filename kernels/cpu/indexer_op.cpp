@@ -69,12 +69,13 @@ void index_candidates(const IndexerArgs& a, ThreadPool& pool) {
   });
 }
 
-// Per-head dot products of a block of query rows with a tile of the keys its rows can see: one GEMM
-// with the stored FP4 keys as the weight matrix, read in place (each output depends only on its
-// query and key, and the linear layer's FP4 values are the decoded keys exactly, linear.h), then
-// each row scores the tile's keys and feeds its running top-k (and, in a candidate source, the
-// maxima of the tile's candidate blocks), tile after tile in key order: the picks are top_k()'s over
-// all keys, with no per-row array of n_keys scores.
+// Tile by tile in key order (whole candidate blocks, about 1,024 keys): the tile's FP4 keys decoded
+// once and transposed, then per-head dot products of every row that sees some of them
+// (transposed_scores: each a fixed chain over the key's dims, so a row's dots do not depend on the
+// rows that came with it), 64 rows at a time, split over the threads by rows and by groups of keys
+// (so one decode row uses them all); then each row scores the tile's keys and feeds its running
+// top-k (and, in a candidate source, the maxima of the tile's candidate blocks). The picks are
+// top_k()'s over all keys, with no per-row array of n_keys scores.
 void index_all(const IndexerArgs& a, ThreadPool& pool) {
   static_assert(kIndexScaleBlock == 32, "the index keys' layout is the linear layer's FP4 rows");
   const std::int64_t hI = a.heads, idh = a.dim, block = a.block, n = a.rows;
@@ -87,51 +88,70 @@ void index_all(const IndexerArgs& a, ThreadPool& pool) {
   keys.cols = idh;
   keys.rows = a.n_keys;
   keys.row_stride = index_entry_bytes(idh);
-  // Up to 64 query rows per block (many rows per pass over a tile), tiles of about 1,024 keys (whole
-  // candidate blocks; their FP4 codes stay in L2 while the rows pass) and at most 16 MB of dots,
-  // kept by the thread between calls.
-  const std::int64_t rows_per_block = std::min<std::int64_t>(n, 64);
-  const std::int64_t tile = std::max<std::int64_t>(
-      block, std::min<std::int64_t>(1024, (std::int64_t{1} << 22) / (rows_per_block * hI)) / block * block);
-  thread_local std::vector<float> kept_dots;
-  std::vector<float>& dots = kept_dots;  // the calling thread's, also in the pool's workers
-  for (std::int64_t i0 = 0; i0 < n; i0 += rows_per_block) {
-    const std::int64_t i1 = std::min(n, i0 + rows_per_block);
-    const std::int64_t seen = *std::max_element(a.visible + i0, a.visible + i1);
-    std::vector<StreamingTopK> picks, block_picks;
-    for (std::int64_t i = i0; i < i1; ++i) {
-      picks.emplace_back(a.top_k);
-      if (candidate_source) block_picks.emplace_back(a.candidate_top_k);
-    }
-    for (std::int64_t w0 = 0; w0 < seen; w0 += tile) {
-      const std::int64_t w1 = std::min(seen, w0 + tile), width = w1 - w0;
-      dots.resize(static_cast<size_t>((i1 - i0) * hI * width));
-      linear(a.q + i0 * hI * idh, (i1 - i0) * hI, weight_rows(keys, w0, width), dots.data(), pool);
+  constexpr std::int64_t kRowsPerBlock = 64, kKeyGroup = 256;
+  const std::int64_t tile = std::max<std::int64_t>(block, 1024 / block * block);
+  const std::int64_t seen = *std::max_element(a.visible, a.visible + n);
+  // The calling thread's buffers (also read by the pool's workers): the tile's keys, transposed
+  // [idh][tile], and a block of rows' dots [rows][hI][tile].
+  thread_local std::vector<float> kept_keys, kept_dots;
+  std::vector<float>& keys_t = kept_keys;
+  std::vector<float>& dots = kept_dots;
+  keys_t.resize(static_cast<size_t>(idh * tile));
+  dots.resize(static_cast<size_t>(std::min(n, kRowsPerBlock) * hI * tile));
+  std::vector<StreamingTopK> picks, block_picks;
+  for (std::int64_t i = 0; i < n; ++i) {
+    picks.emplace_back(a.top_k);
+    if (candidate_source) block_picks.emplace_back(a.candidate_top_k);
+  }
+  for (std::int64_t w0 = 0; w0 < seen; w0 += tile) {
+    const std::int64_t w1 = std::min(seen, w0 + tile), width = w1 - w0;
+    const std::int64_t groups = (width + kKeyGroup - 1) / kKeyGroup;
+    pool.parallel_for(groups, [&](std::int64_t g0, std::int64_t g1) {
+      const std::int64_t j0 = g0 * kKeyGroup, j1 = std::min(width, g1 * kKeyGroup);
+      decode_rows_transposed(keys, w0 + j0, j1 - j0, keys_t.data() + j0, tile);
+    });
+    auto n_visible = [&](std::int64_t i) { return std::clamp<std::int64_t>(a.visible[i] - w0, 0, width); };
+    auto dots_of = [&](std::int64_t i, std::int64_t j0, float* out) {
+      const std::int64_t len = std::min(kKeyGroup, n_visible(i) - j0);
+      if (len > 0) transposed_scores(a.q + i * hI * idh, hI, idh, keys_t.data() + j0, tile, len, idh, out + j0, tile);
+    };
+    for (std::int64_t i0 = 0; i0 < n; i0 += kRowsPerBlock) {
+      const std::int64_t i1 = std::min(n, i0 + kRowsPerBlock);
+      // Few rows: their dots first, split by rows and groups of keys; many: each row's in the scoring task.
+      const bool split_keys = (i1 - i0) < 2 * pool.size();
+      if (split_keys) {
+        pool.parallel_for((i1 - i0) * groups, [&](std::int64_t t0, std::int64_t t1) {
+          for (std::int64_t t = t0; t < t1; ++t)
+            dots_of(i0 + t / groups, t % groups * kKeyGroup, dots.data() + (t / groups) * hI * tile);
+        });
+      }
       pool.parallel_for(i1 - i0, [&](std::int64_t begin, std::int64_t end) {
         std::vector<float> scores(static_cast<size_t>(width));
         for (std::int64_t i = i0 + begin; i < i0 + end; ++i) {
-          const std::int64_t visible = a.visible[i];
-          const std::int64_t n_visible = std::clamp<std::int64_t>(visible - w0, 0, width);
-          score_keys(dots.data() + (i - i0) * hI * width, width, n_visible, a.weights + i * hI, hI, a.scale, scores.data());
-          StreamingTopK& row_picks = picks[static_cast<size_t>(i - i0)];
-          for (std::int64_t w = 0; w < n_visible; ++w) row_picks.push(static_cast<std::int32_t>(w0 + w), scores[static_cast<size_t>(w)]);
+          const std::int64_t visible = a.visible[i], nv = n_visible(i);
+          float* row_dots = dots.data() + (i - i0) * hI * tile;
+          if (!split_keys)
+            for (std::int64_t j0 = 0; j0 < nv; j0 += kKeyGroup) dots_of(i, j0, row_dots);
+          score_keys(row_dots, tile, nv, a.weights + i * hI, hI, a.scale, scores.data());
+          StreamingTopK& row_picks = picks[static_cast<size_t>(i)];
+          for (std::int64_t w = 0; w < nv; ++w) row_picks.push(static_cast<std::int32_t>(w0 + w), scores[static_cast<size_t>(w)]);
           if (candidate_source) {  // keys past `visible` count as -inf
             for (std::int64_t b = w0 / block; b < (w1 + block - 1) / block; ++b)
-              block_picks[static_cast<size_t>(i - i0)].push(static_cast<std::int32_t>(b),
-                                                             candidate_block_score(scores.data(), w0, w1, b, block, visible));
+              block_picks[static_cast<size_t>(i)].push(static_cast<std::int32_t>(b),
+                                                       candidate_block_score(scores.data(), w0, w1, b, block, visible));
           }
         }
       });
     }
-    for (std::int64_t i = i0; i < i1; ++i) {
-      if (candidate_source) {
-        StreamingTopK& best_blocks = block_picks[static_cast<size_t>(i - i0)];
-        for (std::int64_t b = (seen + block - 1) / block; b < n_blocks; ++b)  // blocks no tile reached
-          best_blocks.push(static_cast<std::int32_t>(b), candidate_block_score(nullptr, seen, seen, b, block, a.visible[i]));
-        set_picked_blocks(best_blocks, a.candidates_out[i], candidate_words(a.n_keys, block));
-      }
-      a.selection[i] = picked_keys(picks[static_cast<size_t>(i - i0)]);
+  }
+  for (std::int64_t i = 0; i < n; ++i) {
+    if (candidate_source) {
+      StreamingTopK& best_blocks = block_picks[static_cast<size_t>(i)];
+      for (std::int64_t b = (seen + block - 1) / block; b < n_blocks; ++b)  // blocks no tile reached
+        best_blocks.push(static_cast<std::int32_t>(b), candidate_block_score(nullptr, seen, seen, b, block, a.visible[i]));
+      set_picked_blocks(best_blocks, a.candidates_out[i], candidate_words(a.n_keys, block));
     }
+    a.selection[i] = picked_keys(picks[static_cast<size_t>(i)]);
   }
 }
 

@@ -6,13 +6,18 @@ namespace hippo::kernels::cpu {
 void linear_avx512(const float* x, std::int64_t m, const WeightView& w, const LinearOut& y, ThreadPool& pool);
 void linear_avx2(const float* x, std::int64_t m, const WeightView& w, const LinearOut& y, ThreadPool& pool);
 void linear_generic(const float* x, std::int64_t m, const WeightView& w, const LinearOut& y, ThreadPool& pool);
+void decode_rows_transposed_avx512(const WeightView& w, std::int64_t r0, std::int64_t n, float* kt, std::int64_t ld);
+void decode_rows_transposed_avx2(const WeightView& w, std::int64_t r0, std::int64_t n, float* kt, std::int64_t ld);
+void decode_rows_transposed_generic(const WeightView& w, std::int64_t r0, std::int64_t n, float* kt, std::int64_t ld);
 
 namespace {
 
 using LinearFn = void (*)(const float*, std::int64_t, const WeightView&, const LinearOut&, ThreadPool&);
+using DecodeTransposedFn = void (*)(const WeightView&, std::int64_t, std::int64_t, float*, std::int64_t);
 
 struct Choice {
   LinearFn fn;
+  DecodeTransposedFn decode_transposed;
   const char* isa;
 };
 
@@ -20,11 +25,11 @@ struct Choice {
 std::vector<Choice> runnable() {
   std::vector<Choice> out;
 #if defined(__x86_64__)
-  if (__builtin_cpu_supports("avx512f")) out.push_back({linear_avx512, "avx512"});
+  if (__builtin_cpu_supports("avx512f")) out.push_back({linear_avx512, decode_rows_transposed_avx512, "avx512"});
   if (__builtin_cpu_supports("avx2") && __builtin_cpu_supports("fma") && __builtin_cpu_supports("f16c"))
-    out.push_back({linear_avx2, "avx2"});
+    out.push_back({linear_avx2, decode_rows_transposed_avx2, "avx2"});
 #endif
-  out.push_back({linear_generic, "generic"});
+  out.push_back({linear_generic, decode_rows_transposed_generic, "generic"});
   return out;
 }
 
@@ -43,6 +48,10 @@ void linear(const float* x, std::int64_t m, const WeightView& w, float* y, Threa
 void linear_rows(const float* x, std::int64_t m, const WeightView& w, float* const* y_rows, ThreadPool& pool) {
   if (m <= 0) return;
   chosen().fn(x, m, w, LinearOut{nullptr, y_rows}, pool);
+}
+
+void decode_rows_transposed(const WeightView& w, std::int64_t r0, std::int64_t n, float* kt, std::int64_t ld) {
+  if (n > 0) chosen().decode_transposed(w, r0, n, kt, ld);
 }
 
 std::string linear_isa() { return chosen().isa; }

@@ -31,6 +31,11 @@ struct LinearOut {
   float* row(std::int64_t i, std::int64_t n) const { return rows != nullptr ? rows[i] : y + i * n; }
 };
 
+// Rows r0 .. r0 + n of W decoded (the values of kernels/ref) and transposed, W rows at a time
+// through registers: kt[d·ld + j] = W[r0 + j, d] for j < n, d < w.cols (a multiple of 16). The
+// indexer reads its FP4 keys so, many at once, for transposed_scores (attention_ops.h).
+void decode_rows_transposed(const WeightView& w, std::int64_t r0, std::int64_t n, float* kt, std::int64_t ld);
+
 // The instruction set linear() dispatches to on this CPU: "avx512", "avx2" or "generic".
 std::string linear_isa();
 

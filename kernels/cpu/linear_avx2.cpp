@@ -14,4 +14,8 @@ void linear_avx2(const float* x, std::int64_t m, const WeightView& w, const Line
   linear_impl<8, 6>(x, m, w, y, pool);
 }
 
+void decode_rows_transposed_avx2(const WeightView& w, std::int64_t r0, std::int64_t n, float* kt, std::int64_t ld) {
+  Simd<8>::decode_transposed(w, r0, n, kt, ld);
+}
+
 }  // namespace hippo::kernels::cpu

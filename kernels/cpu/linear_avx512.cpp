@@ -14,4 +14,8 @@ void linear_avx512(const float* x, std::int64_t m, const WeightView& w, const Li
   linear_impl<16, 8>(x, m, w, y, pool);
 }
 
+void decode_rows_transposed_avx512(const WeightView& w, std::int64_t r0, std::int64_t n, float* kt, std::int64_t ld) {
+  Simd<16>::decode_transposed(w, r0, n, kt, ld);
+}
+
 }  // namespace hippo::kernels::cpu

@@ -10,4 +10,8 @@ void linear_generic(const float* x, std::int64_t m, const WeightView& w, const L
   linear_impl<4, 4>(x, m, w, y, pool);
 }
 
+void decode_rows_transposed_generic(const WeightView& w, std::int64_t r0, std::int64_t n, float* kt, std::int64_t ld) {
+  Simd<4>::decode_transposed(w, r0, n, kt, ld);
+}
+
 }  // namespace hippo::kernels::cpu

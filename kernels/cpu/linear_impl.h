@@ -664,10 +664,13 @@ struct Simd {
   // ---- prefill: decoded panels, one lane at a time through register tiles ----
 
   static constexpr int kNr = 2 * W;             // weight rows (outputs) per panel: two vectors
-  static constexpr std::int64_t kKc = 256;      // columns per chunk (a multiple of 32: FP4 scale blocks)
-  static constexpr std::int64_t kSteps = kKc / 16;
+  static constexpr std::int64_t kKc = 256;      // columns per chunk at most (a multiple of 32: FP4 scale blocks)
   static constexpr std::int64_t kMc = 256;      // rows of x per task
   static_assert(kKc % 32 == 0, "chunks must not split an FP4 scale block");
+
+  // Columns per chunk for k columns: kKc, or k rounded up to 32 where that is less, so that a short
+  // k (the indexer's 32-dim keys) packs and runs no columns of zeros.
+  static std::int64_t chunk_columns(std::int64_t k) { return std::min(kKc, (k + 31) / 32 * 32); }
 
   // The W x W transpose in two kinds of step, each shuffle one instruction on SSE, AVX2 and
   // AVX-512 alike: a 4 x 4 transpose inside every 128-bit lane for each group of four rows
@@ -729,9 +732,38 @@ struct Simd {
     }
   }
 
-  // The decoded rows (kNr x kKc) lane-major: panel[(l * kSteps + s) * kNr + j] = W[j, 16 s + l],
-  // so that lane l's chain over s reads one contiguous run.
-  HIPPO_LINEAR_TARGET static void build_panel(const float* rows, std::int64_t kc, float* panel) {
+  // decode_rows_transposed (linear.h): W rows decoded, then each W x W block through transpose().
+  HIPPO_LINEAR_TARGET static void decode_transposed(const WeightView& w, std::int64_t r0, std::int64_t n, float* kt,
+                                                    std::int64_t ld) {
+    const DecodeTables& tables = decode_tables();
+    const std::int64_t k = w.cols;
+    thread_local std::vector<float> rows;
+    rows.resize(static_cast<std::size_t>(W * k));
+    for (std::int64_t j0 = 0; j0 < n; j0 += W) {
+      const std::int64_t nj = std::min<std::int64_t>(W, n - j0);
+      for (std::int64_t t = 0; t < W; ++t) {
+        float* row = rows.data() + t * k;
+        if (t < nj) decode_row(w, tables, r0 + j0 + t, 0, k, row);
+        else std::fill(row, row + k, 0.0f);
+      }
+      for (std::int64_t c = 0; c < k; c += W) {
+        Vec r[W];
+#pragma GCC unroll 16
+        for (int t = 0; t < W; ++t) r[t] = load(rows.data() + t * k + c);
+        transpose(r);  // r[u]: column c + u of the W rows
+#pragma GCC unroll 16
+        for (int u = 0; u < W; ++u) {
+          if (nj == W) store(kt + (c + u) * ld + j0, r[u]);
+          else std::memcpy(kt + (c + u) * ld + j0, &r[u], static_cast<std::size_t>(nj) * sizeof(float));
+        }
+      }
+    }
+  }
+
+  // The decoded rows (kNr x kc, row stride kKc) lane-major, with `lane_steps` = chunk / 16:
+  // panel[(l * lane_steps + s) * kNr + j] = W[j, 16 s + l], so that lane l's chain over s reads one
+  // contiguous run.
+  HIPPO_LINEAR_TARGET static void build_panel(const float* rows, std::int64_t kc, std::int64_t lane_steps, float* panel) {
     const std::int64_t steps = (kc + 15) / 16;
     for (std::int64_t s = 0; s < steps; ++s) {
       for (int g = 0; g < kNr; g += W) {      // W weight rows
@@ -741,31 +773,33 @@ struct Simd {
           for (int t = 0; t < W; ++t) r[t] = load(rows + (g + t) * kKc + 16 * s + h);
           transpose(r);  // r[u]: column 16 s + h + u of rows g .. g + W
 #pragma GCC unroll 16
-          for (int u = 0; u < W; ++u) store(panel + ((h + u) * kSteps + s) * kNr + g, r[u]);
+          for (int u = 0; u < W; ++u) store(panel + ((h + u) * lane_steps + s) * kNr + g, r[u]);
         }
       }
     }
   }
 
-  // x repacked for the lane passes: per chunk of kKc columns and tile of MR rows, lane by lane,
-  // step by step, the MR rows' values side by side (zero past m and past k), so that a lane pass
-  // reads one contiguous run. One pass over x: cheap next to the product.
+  // x repacked for the lane passes: per chunk of columns (chunk_columns) and tile of MR rows, lane
+  // by lane, step by step, the MR rows' values side by side (zero past m and past k), so that a
+  // lane pass reads one contiguous run. One pass over x: cheap next to the product.
   template <int MR>
   static std::int64_t packed_x_floats(std::int64_t m, std::int64_t k) {
-    return (k + kKc - 1) / kKc * kKc * ((m + MR - 1) / MR * MR);
+    const std::int64_t chunk = chunk_columns(k);
+    return (k + chunk - 1) / chunk * chunk * ((m + MR - 1) / MR * MR);
   }
 
   template <int MR>
   static void pack_x(const float* x, std::int64_t m, std::int64_t k, std::int64_t t0, std::int64_t t1, float* xp) {
-    const std::int64_t tiles = (m + MR - 1) / MR, chunks = (k + kKc - 1) / kKc;
+    const std::int64_t chunk = chunk_columns(k), lane_steps = chunk / 16;
+    const std::int64_t tiles = (m + MR - 1) / MR, chunks = (k + chunk - 1) / chunk;
     for (std::int64_t ch = 0; ch < chunks; ++ch) {
       for (std::int64_t t = t0; t < t1; ++t) {
-        float* out = xp + (ch * tiles + t) * kKc * MR;
+        float* out = xp + (ch * tiles + t) * chunk * MR;
         for (int u = 0; u < MR; ++u) {
           const std::int64_t i = t * MR + u;
-          for (std::int64_t c = 0; c < kKc; ++c) {
-            const std::int64_t col = ch * kKc + c;
-            out[((c % 16) * kSteps + c / 16) * MR + u] = i < m && col < k ? x[i * k + col] : 0.0f;
+          for (std::int64_t c = 0; c < chunk; ++c) {
+            const std::int64_t col = ch * chunk + c;
+            out[((c % 16) * lane_steps + c / 16) * MR + u] = i < m && col < k ? x[i * k + col] : 0.0f;
           }
         }
       }
@@ -773,15 +807,16 @@ struct Simd {
   }
 
   // Lane l of one tile against the panel's kNr outputs, `steps` steps: each step broadcasts the
-  // MR packed values against the panel's two vectors. The accumulators start from sums.
+  // MR packed values against the panel's two vectors. The accumulators start from sums, or from 0
+  // in the first chunk.
   template <int MR>
   HIPPO_LINEAR_TARGET static void lane_tile(const float* xp_lane, const float* panel_lane, std::int64_t steps,
-                                            float* sums) {
+                                            bool first, float* sums) {
     Vec acc[MR][2];
 #pragma GCC unroll 16
     for (int i = 0; i < MR; ++i) {
-      acc[i][0] = load(sums + i * kNr);
-      acc[i][1] = load(sums + i * kNr + W);
+      acc[i][0] = first ? Vec{} : load(sums + i * kNr);
+      acc[i][1] = first ? Vec{} : load(sums + i * kNr + W);
     }
     for (std::int64_t s = 0; s < steps; ++s) {
       const Vec w0 = load(panel_lane + s * kNr), w1 = load(panel_lane + s * kNr + W);
@@ -830,17 +865,18 @@ struct Simd {
     alignas(64) float panel[kKc * kNr];
     const std::int64_t k = w.cols, n = w.rows, tiles = (m + MR - 1) / MR;
     const int nr = static_cast<int>(std::min<std::int64_t>(kNr, n - r0));
+    const std::int64_t chunk = chunk_columns(k), lane_steps = chunk / 16;
     constexpr std::int64_t kTileSums = 16 * MR * kNr;
-    sums.assign(static_cast<std::size_t>((t1 - t0) * kTileSums), 0.0f);
-    for (std::int64_t c0 = 0; c0 < k; c0 += kKc) {
-      const std::int64_t kc = std::min(kKc, k - c0), steps = (kc + 15) / 16;
+    sums.resize(static_cast<std::size_t>((t1 - t0) * kTileSums));  // the first chunk writes them all
+    for (std::int64_t c0 = 0; c0 < k; c0 += chunk) {
+      const std::int64_t kc = std::min(chunk, k - c0), steps = (kc + 15) / 16;
       decode_rows(w, r0, kNr, nr, c0, kc, rows, kKc);
-      build_panel(rows, kc, panel);
+      build_panel(rows, kc, lane_steps, panel);
       for (std::int64_t t = t0; t < t1; ++t) {
-        const float* xp_tile = xp + (c0 / kKc * tiles + t) * kKc * MR;
+        const float* xp_tile = xp + (c0 / chunk * tiles + t) * chunk * MR;
         float* tile_sums = sums.data() + (t - t0) * kTileSums;
         for (int l = 0; l < 16; ++l)
-          lane_tile<MR>(xp_tile + l * kSteps * MR, panel + l * kSteps * kNr, steps, tile_sums + l * MR * kNr);
+          lane_tile<MR>(xp_tile + l * lane_steps * MR, panel + l * lane_steps * kNr, steps, c0 == 0, tile_sums + l * MR * kNr);
         if (c0 + kc == k) {
           const int R = static_cast<int>(std::min<std::int64_t>(MR, m - t * MR));
           float* out[MR];
