@@ -69,7 +69,7 @@ void index_candidates(const IndexerArgs& a, ThreadPool& pool) {
   });
 }
 
-// Tile by tile in key order (whole candidate blocks, about 1,024 keys): the tile's FP4 keys decoded
+// Tile by tile in key order (whole candidate blocks, about 1,024 keys; 8,192 for a few rows): the tile's FP4 keys decoded
 // once and transposed, then per-head dot products of every row that sees some of them
 // (transposed_scores: each a fixed chain over the key's dims, so a row's dots do not depend on the
 // rows that came with it), 64 rows at a time, split over the threads by rows and by groups of keys
@@ -89,7 +89,8 @@ void index_all(const IndexerArgs& a, ThreadPool& pool) {
   keys.rows = a.n_keys;
   keys.row_stride = index_entry_bytes(idh);
   constexpr std::int64_t kRowsPerBlock = 64, kKeyGroup = 256;
-  const std::int64_t tile = std::max<std::int64_t>(block, 1024 / block * block);
+  // Few rows (decode) take longer tiles: fewer hand-offs to the pool per pass over the keys.
+  const std::int64_t tile = std::max<std::int64_t>(block, (n < kRowsPerBlock / 4 ? 8192 : 1024) / block * block);
   const std::int64_t seen = *std::max_element(a.visible, a.visible + n);
   // The calling thread's buffers (also read by the pool's workers): the tile's keys, transposed
   // [idh][tile], and a block of rows' dots [rows][hI][tile].
