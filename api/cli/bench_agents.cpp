@@ -342,18 +342,7 @@ Result<LongSession> write_long_session(Bench& b, const std::string& db, int64_t 
                       b.model.text().max_position_embeddings);
 
   const SyntheticKvState kv = make_synthetic_kv_state(n, 2);
-  auto fill = [&](std::string_view name, std::span<std::uint8_t> bytes) {
-    const SyntheticStream* source = nullptr;
-    for (const SyntheticStream& s : kv.streams)
-      if (s.name == name) source = &s;
-    if (source == nullptr) source = &kv.streams.front();
-    for (size_t at = 0; at < bytes.size();) {  // a model of another geometry: the bytes tiled
-      const size_t k = std::min(bytes.size() - at, source->bytes.size());
-      std::memcpy(bytes.data() + at, source->bytes.data(), k);
-      at += k;
-    }
-  };
-  const engine::SessionState state = engine::SessionState::synthetic(b.model.text(), prompt.ids, fill);
+  const engine::SessionState state = engine::SessionState::synthetic(b.model.text(), prompt.ids, synthetic_stream_fill(kv));
 
   HIPPO_ASSIGN_OR_RETURN(auto store, storage::SessionStore::open(db));
   storage::NewSession row;

@@ -6,6 +6,11 @@
 // fails). scripts/bench_model.py runs the transformers reference on the same checkpoint and token
 // ids in the same run (docs/benchmarks/model.md).
 //
+// --synthetic-state: each context is instead a state of L tokens built in place (SessionState::
+// synthetic, its compressed KV and index keys those of `hippo bench storage`, so a model of the
+// small-fullkv preset's geometry), for the decode speed at contexts too long to prefill here; there
+// is no prefill to time.
+//
 // The token ids are reproducible outside hippo (bench_token_ids.h): the first L values are the
 // prompt, the next N the decode tokens. The JSON report carries their
 // FNV-1a 64 digest so that a peer can check it fed the same ids.
@@ -13,6 +18,7 @@
 #include "api/cli/bench_token_ids.h"
 #include "api/cli/cli.h"
 #include "api/cli/process_memory.h"
+#include "api/cli/synthetic_kv_state.h"
 #include "api/cli/token_count.h"
 #include "engine/model/model.h"
 #include "engine/model/model_summary.h"
@@ -23,6 +29,7 @@
 #include <boost/json/value.hpp>
 #include <fmt/format.h>
 
+#include <algorithm>
 #include <chrono>
 #include <cmath>
 #include <cstdlib>
@@ -47,6 +54,7 @@ struct ModelBenchOptions {
   std::string backend = kernels::kDefaultBackend;
   int64_t chunk = engine::PrefillOptions{}.chunk_tokens;
   int64_t plan_off_context = -1;  // -1: the largest context up to 4096 (else the smallest); 0: none
+  bool synthetic_state = false;
   bool json = false;
 };
 
@@ -134,10 +142,27 @@ class ModelBench {
     r.load_average = load_average();
     reset_peak_rss();
     std::vector<double> prefill_s, decode_s;
+    std::optional<SyntheticKvState> kv;
+    if (options_.synthetic_state) {
+      kv = make_synthetic_kv_state(n, model_.n_threads());
+      for (const engine::StateStream& stream : model_.new_session().streams()) {
+        if (std::none_of(kv->streams.begin(), kv->streams.end(), [&](const SyntheticStream& s) { return s.name == stream.name; }))
+          return make_error(ErrorCode::kInvalidArgument,
+                            "bench model --synthetic-state: the synthetic KV has the small-fullkv preset's streams, and "
+                            "this model's stream '{}' is not one of them",
+                            stream.name);
+      }
+    }
     for (int rep = 0; rep < options_.repetitions; ++rep) {
       engine::SessionState state = model_.new_session();
-      const std::string what = fmt::format("context {} (repetition {}/{})", n, rep + 1, options_.repetitions);
-      HIPPO_ASSIGN_OR_RETURN(double p, prefill(state, n, true, what));
+      double p = 0;
+      if (kv) {
+        state = engine::SessionState::synthetic(model_.text(), std::vector<int32_t>(ids_.begin(), ids_.begin() + n),
+                                                synthetic_stream_fill(*kv));
+      } else {
+        const std::string what = fmt::format("context {} (repetition {}/{})", n, rep + 1, options_.repetitions);
+        HIPPO_ASSIGN_OR_RETURN(p, prefill(state, n, true, what));
+      }
       HIPPO_ASSIGN_OR_RETURN(double d, decode(state, n));
       prefill_s.push_back(p);
       decode_s.push_back(d);
@@ -186,7 +211,7 @@ Status run_model_bench(const ModelBenchOptions& options, std::ostream& out) {
     HIPPO_ASSIGN_OR_RETURN(int64_t n, parse_token_count(c, "--contexts", "512, 4096 or 32K"));
     contexts.push_back(n);
   }
-  int64_t plan_off = options.plan_off_context;
+  int64_t plan_off = options.synthetic_state ? 0 : options.plan_off_context;
   if (plan_off < 0) {
     plan_off = *std::min_element(contexts.begin(), contexts.end());
     for (int64_t n : contexts)
@@ -247,7 +272,7 @@ Status run_model_bench(const ModelBenchOptions& options, std::ostream& out) {
     boost::json::array contexts_json;
     for (const ContextResult& r : results) {
       const auto n = static_cast<double>(r.n_tokens);
-      contexts_json.push_back(boost::json::object{
+      boost::json::object context{
           {"n_tokens", r.n_tokens},
           {"prefill_s", spread_json(r.prefill_s)},
           {"prefill_tokens_per_s", spread_json({n / r.prefill_s.median, n / r.prefill_s.max, n / r.prefill_s.min})},
@@ -261,7 +286,12 @@ Status run_model_bench(const ModelBenchOptions& options, std::ostream& out) {
           {"load_average", r.load_average},
           {"token_ids_fnv1a64",
            fmt::format("{:016x}", fnv1a64(std::span(bench.ids()).first(static_cast<size_t>(r.n_tokens + options.decode_steps))))},
-      });
+      };
+      if (options.synthetic_state) {  // nothing was prefilled
+        context.erase("prefill_s");
+        context.erase("prefill_tokens_per_s");
+      }
+      contexts_json.push_back(std::move(context));
     }
     boost::json::object doc{
         {"model_dir", options.model_dir},
@@ -278,6 +308,7 @@ Status run_model_bench(const ModelBenchOptions& options, std::ostream& out) {
         {"threads", model->n_threads()},
         {"chunk_tokens", options.chunk},
         {"decode_steps", options.decode_steps},
+        {"synthetic_state", options.synthetic_state},
         {"repetitions", options.repetitions},
         {"load_s", load_s},
         {"checkpoint_mapped_bytes", mapped},
@@ -318,9 +349,11 @@ Status run_model_bench(const ModelBenchOptions& options, std::ostream& out) {
                      "prefill/s", "(min..max)", "s", "decode/s", "(min..max)", "ms/token", "roof", "state MB", "RSS MB", "load");
   for (const ContextResult& r : results) {
     const auto n = static_cast<double>(r.n_tokens);
-    out << fmt::format("{:>8} | {:>10.1f} {:>21} {:>9.3f} | {:>10.1f} {:>21} {:>9.2f} {:>4.0f}% | {:>9.3f} {:>9.1f} {:>6.2f}\n",
-                       r.n_tokens, n / r.prefill_s.median,
-                       fmt::format("({:.1f}..{:.1f})", n / r.prefill_s.max, n / r.prefill_s.min), r.prefill_s.median,
+    const std::string prefill_rate = options.synthetic_state ? "synthetic" : fmt::format("{:.1f}", n / r.prefill_s.median);
+    const std::string prefill_spread =
+        options.synthetic_state ? "" : fmt::format("({:.1f}..{:.1f})", n / r.prefill_s.max, n / r.prefill_s.min);
+    out << fmt::format("{:>8} | {:>10} {:>21} {:>9.3f} | {:>10.1f} {:>21} {:>9.2f} {:>4.0f}% | {:>9.3f} {:>9.1f} {:>6.2f}\n",
+                       r.n_tokens, prefill_rate, prefill_spread, r.prefill_s.median,
                        n_steps / r.decode_s.median,
                        fmt::format("({:.1f}..{:.1f})", n_steps / r.decode_s.max, n_steps / r.decode_s.min),
                        1e3 * r.decode_s.median / n_steps, 100 * roof_share(r), mb(r.state_bytes), mb(r.rss_bytes), r.load_average);
@@ -363,6 +396,8 @@ void add_bench_model_command(CLI::App& bench, Invocation& inv) {
                   "4096; 0: skip)")
       ->check(CLI::Range(int64_t{-1}, int64_t{1} << 40))
       ->capture_default_str();
+  cmd->add_flag("--synthetic-state", options->synthetic_state,
+                "Decode on states of each context built in place (the synthetic KV of bench storage), no prefill");
   cmd->add_flag("--json", options->json, "One JSON object instead of a table");
   cmd->parse_complete_callback([&inv, options] {
     inv.action = [&inv, options] { return run_model_bench(*options, *inv.out); };

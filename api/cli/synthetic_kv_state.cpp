@@ -223,4 +223,17 @@ SyntheticKvState make_synthetic_kv_state(std::int64_t max_tokens, int threads) {
   return state;
 }
 
+engine::SessionState::StreamFill synthetic_stream_fill(const SyntheticKvState& kv) {
+  return [&kv](std::string_view name, std::span<std::uint8_t> bytes) {
+    const SyntheticStream* source = &kv.streams.front();
+    for (const SyntheticStream& s : kv.streams)
+      if (s.name == name) source = &s;
+    for (std::size_t at = 0; at < bytes.size();) {
+      const std::size_t k = std::min(bytes.size() - at, source->bytes.size());
+      std::memcpy(bytes.data() + at, source->bytes.data(), k);
+      at += k;
+    }
+  };
+}
+
 }  // namespace hippo::cli

@@ -19,6 +19,8 @@
 // so a state of n tokens is a prefix of a state of n + k tokens, like the engine's streams.
 #pragma once
 
+#include "engine/model/session_state.h"
+
 #include <cstddef>
 #include <cstdint>
 #include <span>
@@ -48,5 +50,9 @@ inline constexpr std::size_t kSyntheticBytesPerToken = 890;
 
 // Generates the streams for max_tokens on `threads` threads (one stream at a time per thread).
 SyntheticKvState make_synthetic_kv_state(std::int64_t max_tokens, int threads);
+
+// The fill of SessionState::synthetic from these streams: each engine stream takes the synthetic
+// stream of its name (another model's geometry: the first stream), its bytes tiled over it.
+engine::SessionState::StreamFill synthetic_stream_fill(const SyntheticKvState& kv);
 
 }  // namespace hippo::cli

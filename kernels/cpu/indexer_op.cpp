@@ -69,13 +69,13 @@ void index_candidates(const IndexerArgs& a, ThreadPool& pool) {
   });
 }
 
-// Tile by tile in key order (whole candidate blocks, about 1,024 keys; 8,192 for a few rows): the tile's FP4 keys decoded
-// once and transposed, then per-head dot products of every row that sees some of them
-// (transposed_scores: each a fixed chain over the key's dims, so a row's dots do not depend on the
-// rows that came with it), 64 rows at a time, split over the threads by rows and by groups of keys
-// (so one decode row uses them all); then each row scores the tile's keys and feeds its running
-// top-k (and, in a candidate source, the maxima of the tile's candidate blocks). The picks are
-// top_k()'s over all keys, with no per-row array of n_keys scores.
+// Tile by tile in key order (whole candidate blocks, about 1,024 keys; 8,192 for a few rows): the
+// tile's FP4 keys decoded once and transposed, then per-head dot products of every row that sees
+// some of them (transposed_scores: each a fixed chain over the key's dims, so a row's dots do not
+// depend on the rows that came with it), 64 rows at a time, split over the threads by rows and, for
+// a few rows, by groups of keys (so one decode row uses them all); then each row scores the tile's
+// keys and feeds its running top-k (and, in a candidate source, the maxima of the tile's candidate
+// blocks). The picks are top_k()'s over all keys, with no per-row array of n_keys scores.
 void index_all(const IndexerArgs& a, ThreadPool& pool) {
   static_assert(kIndexScaleBlock == 32, "the index keys' layout is the linear layer's FP4 rows");
   const std::int64_t hI = a.heads, idh = a.dim, block = a.block, n = a.rows;
