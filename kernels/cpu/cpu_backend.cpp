@@ -39,12 +39,11 @@ class CpuBackend final : public Backend {
   // FP4 weights are read from a copy in lane order (fp4_lane_copies.h).
   Result<bool> keep_weight(const WeightView& w) override {
     try {
-      fp4_copies_.keep(w, pool_);
+      return fp4_copies_.keep(w, pool_);
     } catch (const std::bad_alloc&) {
       return make_error(ErrorCode::kResourceExhausted, "CPU backend: no memory for the lane-order copy of a {} x {} FP4 weight",
                         w.rows, w.cols);
     }
-    return fp4_copies_.find(w).lane_order;
   }
   void linear(const float* x, std::int64_t m, const WeightView& w, float* y) override {
     if (m > 0) cpu::linear(x, m, fp4_copies_.find(w), y, pool_);

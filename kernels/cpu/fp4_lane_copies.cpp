@@ -11,8 +11,9 @@ bool is_packed_fp4(const WeightView& w) {
 
 }  // namespace
 
-void Fp4LaneCopies::keep(const WeightView& w, ThreadPool& pool) {
-  if (!is_packed_fp4(w) || find(w).lane_order) return;
+bool Fp4LaneCopies::keep(const WeightView& w, ThreadPool& pool) {
+  if (!is_packed_fp4(w)) return false;
+  if (find(w).lane_order) return true;
   const std::int64_t bytes = code_span_bytes(w), row_bytes = w.cols / 2;
   // Rows start on cache lines where the packed rows do (64-byte multiples, as at every release shape).
   auto* codes = static_cast<std::uint8_t*>(std::aligned_alloc(64, static_cast<std::size_t>((bytes + 63) / 64 * 64)));
@@ -23,7 +24,7 @@ void Fp4LaneCopies::keep(const WeightView& w, ThreadPool& pool) {
     fp4_to_lane_order(rows, codes + r0 * row_bytes);
   });
   copies_.emplace(reinterpret_cast<std::uintptr_t>(w.data), std::move(copy));
-  bytes_ += bytes;
+  return true;
 }
 
 WeightView Fp4LaneCopies::find(const WeightView& w) const {

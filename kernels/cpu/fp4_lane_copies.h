@@ -18,13 +18,11 @@ namespace hippo::kernels::cpu {
 class Fp4LaneCopies {
  public:
   // Copies w's codes in lane order if w is a packed FP4 view not kept yet; other views are left.
-  void keep(const WeightView& w, ThreadPool& pool);
+  // True when w's codes are read from a copy from now on.
+  bool keep(const WeightView& w, ThreadPool& pool);
 
   // The same rows in the kept copy (lane order) where w lies inside a kept weight; else w.
   WeightView find(const WeightView& w) const;
-
-  // Bytes held by the copies.
-  std::int64_t bytes() const { return bytes_; }
 
  private:
   struct Free {
@@ -36,7 +34,6 @@ class Fp4LaneCopies {
     std::unique_ptr<std::uint8_t[], Free> codes;
   };
   std::map<std::uintptr_t, Copy> copies_;  // by the address of the original's first code byte
-  std::int64_t bytes_ = 0;
 };
 
 }  // namespace hippo::kernels::cpu
