@@ -30,6 +30,10 @@ class StreamingTopK {
     std::push_heap(best_.begin(), best_.end(), better);
   }
 
+  // Whether k entries are held: then only a score above worst() can enter (with k = 0, none can).
+  bool full() const { return static_cast<std::int64_t>(best_.size()) == k_; }
+  float worst() const { return k_ == 0 ? std::numeric_limits<float>::infinity() : best_.front().score; }
+
   // The picks, best first, with their scores; the object is spent.
   struct Entry {
     float score;

@@ -28,11 +28,15 @@ constexpr int kSumHeads = 4, kSumVectors = 2;
 template <int HB, int CB>
 [[gnu::always_inline]] inline void score_tile(const float* q, std::int64_t q_stride, const float* kt, std::int64_t ld,
                                               std::int64_t len, V (&acc)[HB][CB]) {
+  // Unrolled in full, so that the accumulators live in registers (-O2 leaves 8 heads as a loop over memory).
   for (std::int64_t d = 0; d < len; ++d) {
     V k[CB];
+#pragma GCC unroll 4
     for (int c = 0; c < CB; ++c) k[c] = *reinterpret_cast<const VU*>(kt + d * ld + c * kLanes);
+#pragma GCC unroll 16
     for (int h = 0; h < HB; ++h) {
       const float x = q[h * q_stride + d];
+#pragma GCC unroll 4
       for (int c = 0; c < CB; ++c) acc[h][c] += x * k[c];
     }
   }
@@ -84,6 +88,90 @@ template <int HB>
   alignas(64) float lanes[HB * kLanes];
   store_scores<HB, 1>(acc, lanes, kLanes);
   for (int h = 0; h < HB; ++h) std::memcpy(scores + h * score_stride, lanes + h * kLanes, static_cast<std::size_t>(n) * sizeof(float));
+}
+
+// s[c] += max(acc[h][c], 0)·scale·weights[h], in h order (std::max's NaN: a NaN dot stays NaN).
+template <int HB, int CB>
+[[gnu::always_inline]] inline void add_index_scores(const V (&acc)[HB][CB], const float* weights, float scale, V (&s)[CB]) {
+  const V zero = {};
+#pragma GCC unroll 16
+  for (int h = 0; h < HB; ++h) {
+    const float weight = weights[h];
+#pragma GCC unroll 4
+    for (int c = 0; c < CB; ++c) s[c] += (acc[h][c] < zero ? zero : acc[h][c]) * scale * weight;
+  }
+}
+
+// Index scores of keys [j, j + 16·CB): all heads' dots, HB heads at a time, folded in as they finish.
+template <int HB, int CB>
+[[gnu::always_inline]] inline void index_score_columns(const float* q, std::int64_t heads, std::int64_t dim,
+                                                       const float* kt, std::int64_t ld, std::int64_t j,
+                                                       const float* weights, float scale, float* scores) {
+  V s[CB] = {};
+  std::int64_t h = 0;
+  for (; h + HB <= heads; h += HB) {
+    V acc[HB][CB] = {};
+    score_tile<HB, CB>(q + h * dim, dim, kt + j, ld, dim, acc);
+    add_index_scores<HB, CB>(acc, weights + h, scale, s);
+  }
+  for (; h < heads; ++h) {
+    V acc[1][CB] = {};
+    score_tile<1, CB>(q + h * dim, dim, kt + j, ld, dim, acc);
+    add_index_scores<1, CB>(acc, weights + h, scale, s);
+  }
+  for (int c = 0; c < CB; ++c) *reinterpret_cast<VU*>(scores + j + c * kLanes) = s[c];
+}
+
+template <int HB, int CB>
+[[gnu::always_inline]] inline void index_scores_tiled(const float* q, std::int64_t heads, std::int64_t dim,
+                                                      const float* kt, std::int64_t ld, std::int64_t n,
+                                                      const float* weights, float scale, float* scores) {
+  std::int64_t j = 0;
+  for (; j + CB * kLanes <= n; j += CB * kLanes) index_score_columns<HB, CB>(q, heads, dim, kt, ld, j, weights, scale, scores);
+  for (; j + kLanes <= n; j += kLanes) index_score_columns<HB, 1>(q, heads, dim, kt, ld, j, weights, scale, scores);
+  if (j == n) return;
+  if (n >= kLanes) {  // the last full vector again
+    index_score_columns<HB, 1>(q, heads, dim, kt, ld, n - kLanes, weights, scale, scores);
+    return;
+  }
+  // Fewer than 16 keys: head by head through a zero-padded copy, a slab of d at a time.
+  constexpr std::int64_t kSlab = 64;
+  alignas(64) float pad[kSlab * kLanes];
+  V s[1] = {};
+  for (std::int64_t h = 0; h < heads; ++h) {
+    V acc[1][1] = {};
+    for (std::int64_t d0 = 0; d0 < dim; d0 += kSlab) {
+      const std::int64_t len = std::min(kSlab, dim - d0);
+      for (std::int64_t d = 0; d < len; ++d) {
+        const float* src = kt + (d0 + d) * ld;
+        for (std::int64_t l = 0; l < kLanes; ++l) pad[d * kLanes + l] = l < n ? src[l] : 0.0f;
+      }
+      score_tile<1, 1>(q + h * dim + d0, dim, pad, kLanes, len, acc);
+    }
+    add_index_scores<1, 1>(acc, weights + h, scale, s);
+  }
+  alignas(64) float lanes[kLanes];
+  *reinterpret_cast<VU*>(lanes) = s[0];
+  std::memcpy(scores, lanes, static_cast<std::size_t>(n) * sizeof(float));
+}
+
+// One version per instruction set (dispatched at load, within this file): 8 heads × 2 vectors of
+// keys is 16 accumulators, which AVX-512's 32 registers hold with the keys and the scores beside
+// them; AVX2 holds each 16-float vector in two of its 16 registers, so it takes 4 heads × 1.
+__attribute__((target("arch=x86-64-v4"))) void index_scores_for_isa(const float* q, std::int64_t heads, std::int64_t dim,
+                                                                   const float* kt, std::int64_t ld, std::int64_t n,
+                                                                   const float* weights, float scale, float* scores) {
+  index_scores_tiled<8, 2>(q, heads, dim, kt, ld, n, weights, scale, scores);
+}
+__attribute__((target("arch=x86-64-v3"))) void index_scores_for_isa(const float* q, std::int64_t heads, std::int64_t dim,
+                                                                   const float* kt, std::int64_t ld, std::int64_t n,
+                                                                   const float* weights, float scale, float* scores) {
+  index_scores_tiled<4, 1>(q, heads, dim, kt, ld, n, weights, scale, scores);
+}
+__attribute__((target("default"))) void index_scores_for_isa(const float* q, std::int64_t heads, std::int64_t dim,
+                                                            const float* kt, std::int64_t ld, std::int64_t n,
+                                                            const float* weights, float scale, float* scores) {
+  index_scores_tiled<4, 1>(q, heads, dim, kt, ld, n, weights, scale, scores);
 }
 
 // out[h][d0 + c·16 + lane] = Σ_j p[h·p_stride + j] · rows[j][d0 + c·16 + lane], in j order.
@@ -250,6 +338,11 @@ __attribute__((target_clones("arch=x86-64-v4", "arch=x86-64-v3", "default"))) vo
     score_heads<kScoreHeads>(q + h * q_stride, q_stride, kt, ld, n, dim, scores + h * score_stride, score_stride);
   }
   for (; h < heads; ++h) score_heads<1>(q + h * q_stride, q_stride, kt, ld, n, dim, scores + h * score_stride, score_stride);
+}
+
+void index_scores(const float* q, std::int64_t heads, std::int64_t dim, const float* kt, std::int64_t ld,
+                  std::int64_t n, const float* weights, float scale, float* scores) {
+  if (n > 0) index_scores_for_isa(q, heads, dim, kt, ld, n, weights, scale, scores);
 }
 
 __attribute__((target_clones("arch=x86-64-v4", "arch=x86-64-v3", "default"))) void weighted_rows(

@@ -15,6 +15,13 @@ namespace hippo::kernels::cpu {
 void transposed_scores(const float* q, std::int64_t heads, std::int64_t q_stride, const float* kt, std::int64_t ld,
                        std::int64_t n, std::int64_t dim, float* scores, std::int64_t score_stride);
 
+// The lightning indexer's score of each key: scores[j] = Σ_{h ascending, from 0}
+// max(dot_hj, 0)·scale·weights[h], where dot_hj is transposed_scores' chain of q[h·dim + ·] against key
+// column j of kt ([dim][ld] floats, columns [0, n) read). Each score is one such fixed sequence, so
+// the same bits whatever n, ld or tile computed it.
+void index_scores(const float* q, std::int64_t heads, std::int64_t dim, const float* kt, std::int64_t ld,
+                  std::int64_t n, const float* weights, float scale, float* scores);
+
 // out[h·out_stride + d] = Σ_{j < n, ascending} p[h·p_stride + j] · rows[j][d]   for h < heads, d < dim.
 void weighted_rows(const float* p, std::int64_t heads, std::int64_t p_stride, const float* const* rows, std::int64_t n,
                    std::int64_t dim, float* out, std::int64_t out_stride);

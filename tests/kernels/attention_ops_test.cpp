@@ -110,6 +110,38 @@ TEST_CASE("a score depends only on its query and key, not on the range or the he
   }
 }
 
+TEST_CASE("index_scores is the chain of dots, relu and the weighted head sum, bit for bit", "[kernels]") {
+  // Heads below, at and past a register tile of 8 (and 4); keys below 16, at tile edges and ragged;
+  // dims past the 64-dim slab of the few-keys path.
+  for (int64_t dim : {1, 16, 32, 70, 128}) {
+    for (int64_t heads : {1, 3, 8, 9, 17}) {
+      for (int64_t n : {0, 1, 15, 16, 17, 32, 33, 47, 100}) {
+        Keys keys(n, dim, n + 21);
+        std::vector<float> q(static_cast<size_t>(heads * dim)), weights(static_cast<size_t>(heads));
+        for (size_t i = 0; i < q.size(); ++i) q[i] = value(static_cast<int64_t>(i), 0.19, 1.3);
+        for (size_t h = 0; h < weights.size(); ++h) weights[h] = value(static_cast<int64_t>(h), 0.7, 0.9);
+        const float scale = 0.125f;
+        std::vector<float> scores(static_cast<size_t>(n + 4), -1.0f);
+        index_scores(q.data(), heads, dim, keys.kt.data(), keys.ld, n, weights.data(), scale, scores.data());
+        for (int64_t j = 0; j < n + 4; ++j) {
+          INFO("dim " << dim << " heads " << heads << " n " << n << " j " << j);
+          if (j >= n) {
+            CHECK(scores[static_cast<size_t>(j)] == -1.0f);  // nothing written past n
+            continue;
+          }
+          float expected = 0.0f;
+          for (int64_t h = 0; h < heads; ++h) {
+            float dot = 0.0f;
+            for (int64_t d = 0; d < dim; ++d) dot = chain_step(dot, q[static_cast<size_t>(h * dim + d)], keys.at(j, d));
+            expected = chain_step(expected, std::max(dot, 0.0f) * scale, weights[static_cast<size_t>(h)]);
+          }
+          CHECK(same_bits(scores[static_cast<size_t>(j)], expected));
+        }
+      }
+    }
+  }
+}
+
 TEST_CASE("weighted_rows agrees with a double-precision reference", "[kernels]") {
   for (int64_t dim : {1, 8, 16, 20, 64, 100, 512}) {
     for (int64_t heads : {1, 3, 4, 5, 9}) {

@@ -59,5 +59,21 @@ TEST_CASE("a streaming top-k with k above n keeps all, best first, with their sc
   CHECK(none.take().empty());
 }
 
+// The indexer skips runs of keys below worst() once full(): nothing below it could have entered.
+TEST_CASE("a full streaming top-k says the score a new entry must beat", "[model]") {
+  StreamingTopK best(3);
+  CHECK_FALSE(best.full());
+  for (int32_t i = 0; i < 3; ++i) best.push(i, static_cast<float>(10 - i));
+  REQUIRE(best.full());
+  CHECK(best.worst() == 8.0f);
+  best.push(3, 8.0f);  // a tie with the worst stays out: the held one has the lower index
+  CHECK(best.worst() == 8.0f);
+  best.push(4, 9.5f);
+  CHECK(best.worst() == 9.0f);
+  StreamingTopK none(0);
+  CHECK(none.full());
+  CHECK(none.worst() == std::numeric_limits<float>::infinity());
+}
+
 }  // namespace
 }  // namespace hippo::kernels
