@@ -19,8 +19,10 @@
 //     one 32-bit word, so that a step costs a shift and a permute per vector, no broadcast.
 //   - prefill: an outer-product GEMM over decoded panels, one lane at a time. x is repacked once
 //     per call (pack_x) so that a tile's values for one lane are contiguous; a panel of kNr = 2W
-//     weight rows is decoded kKc columns at a time and transposed lane-major (16 KB or less, in
-//     L1); each MR-row tile then runs the panel's 16 lanes one after another, MR x 2 accumulator
+//     weight rows is decoded kKc columns at a time and transposed lane-major (128 KB at most, in
+//     L2: long chunks and up to kMc rows of x per decoded panel keep the decoding, and the lane
+//     sums' round trips between chunks, small next to the FMAs); each MR-row tile then runs the
+//     panel's 16 lanes one after another, MR x 2 accumulator
 //     vectors per lane, each lane's chain the same as in the decode kernel. The 16 lane sums per
 //     output wait in a per-thread buffer between chunks and meet in the same tree (reduce_lanes,
 //     element-wise).
@@ -491,18 +493,21 @@ struct Simd {
     for (std::int64_t c = 0; c < lanes_end; c += 128) {
 #pragma GCC unroll 8
       for (int j = 0; j < NR; ++j) __builtin_prefetch(rows[j].bytes + ahead + c / 2);
+      UVec words[NR][kV];
 #pragma GCC unroll 8
-      for (int j = 0; j < NR; ++j) {
-        UVec words[kV];
-        fp4_lane_words(rows[j].bytes + c / 2, words);
+      for (int j = 0; j < NR; ++j) fp4_lane_words(rows[j].bytes + c / 2, words[j]);
+      // Steps outside, rows inside: each step feeds all MR x NR accumulators, whose chains then
+      // overlap (rows outside gave each row's 8 steps to only MR chains, one after another).
 #pragma GCC unroll 8
-        for (int step = 0; step < 8; ++step) {
+      for (int step = 0; step < 8; ++step) {
+#pragma GCC unroll 8
+        for (int j = 0; j < NR; ++j) {
           const Vec table = fp4_table(*rows[j].fp4, rows[j].scales[c / 32 + step / 2]);
 #pragma GCC unroll 8
           for (int i = 0; i < MR; ++i)
 #pragma GCC unroll 4
             for (int q = 0; q < kV; ++q)
-              acc[i][j][q] += load(xv + i * k + c + 16 * step + q * W) * fp4_lookup(words[q] >> (4 * step), table);
+              acc[i][j][q] += load(xv + i * k + c + 16 * step + q * W) * fp4_lookup(words[j][q] >> (4 * step), table);
         }
       }
     }
@@ -664,8 +669,8 @@ struct Simd {
   // ---- prefill: decoded panels, one lane at a time through register tiles ----
 
   static constexpr int kNr = 2 * W;             // weight rows (outputs) per panel: two vectors
-  static constexpr std::int64_t kKc = 256;      // columns per chunk at most (a multiple of 32: FP4 scale blocks)
-  static constexpr std::int64_t kMc = 256;      // rows of x per task
+  static constexpr std::int64_t kKc = 1024;     // columns per chunk at most (a multiple of 32: FP4 scale blocks)
+  static constexpr std::int64_t kMc = 512;      // rows of x per task
   static_assert(kKc % 32 == 0, "chunks must not split an FP4 scale block");
 
   // Columns per chunk for k columns: kKc, or k rounded up to 32 where that is less, so that a short
@@ -867,14 +872,17 @@ struct Simd {
     const int nr = static_cast<int>(std::min<std::int64_t>(kNr, n - r0));
     const std::int64_t chunk = chunk_columns(k), lane_steps = chunk / 16;
     constexpr std::int64_t kTileSums = 16 * MR * kNr;
-    sums.resize(static_cast<std::size_t>((t1 - t0) * kTileSums));  // the first chunk writes them all
+    // Each tile's sums wait between chunks; with one chunk, each tile is done before the next
+    // starts, and they all take the same (cache-warm) place.
+    const bool one_chunk = k <= chunk;
+    sums.resize(static_cast<std::size_t>((one_chunk ? 1 : t1 - t0) * kTileSums));  // the first chunk writes them all
     for (std::int64_t c0 = 0; c0 < k; c0 += chunk) {
       const std::int64_t kc = std::min(chunk, k - c0), steps = (kc + 15) / 16;
       decode_rows(w, r0, kNr, nr, c0, kc, rows, kKc);
       build_panel(rows, kc, lane_steps, panel);
       for (std::int64_t t = t0; t < t1; ++t) {
         const float* xp_tile = xp + (c0 / chunk * tiles + t) * chunk * MR;
-        float* tile_sums = sums.data() + (t - t0) * kTileSums;
+        float* tile_sums = sums.data() + (one_chunk ? 0 : (t - t0) * kTileSums);
         for (int l = 0; l < 16; ++l)
           lane_tile<MR>(xp_tile + l * lane_steps * MR, panel + l * lane_steps * kNr, steps, c0 == 0, tile_sums + l * MR * kNr);
         if (c0 + kc == k) {
@@ -908,7 +916,10 @@ void linear_impl(const float* x, std::int64_t m, const WeightView& w, const Line
     default: break;
   }
   const std::int64_t n_panels = (w.rows + S::kNr - 1) / S::kNr;
-  const std::int64_t tiles = (m + MR - 1) / MR, tiles_per_block = S::kMc / MR;
+  // Rows of x per task: kMc (each decoded panel serves them all), fewer where the panels are too few
+  // to give every thread a task.
+  const std::int64_t tiles = (m + MR - 1) / MR, min_blocks = (pool.size() + n_panels - 1) / n_panels;
+  const std::int64_t tiles_per_block = std::min(S::kMc / MR, std::max<std::int64_t>(1, (tiles + min_blocks - 1) / min_blocks));
   const std::int64_t blocks = (tiles + tiles_per_block - 1) / tiles_per_block;
   // The caller's thread's buffer (a lambda on a worker thread would name that thread's own).
   thread_local std::vector<float> packed;
