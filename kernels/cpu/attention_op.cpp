@@ -22,6 +22,9 @@ void attention(const AttentionArgs& a, ThreadPool& pool) {
     if (a.selected_offset != nullptr) max_selected = std::max(max_selected, a.selected_offset[i + 1] - a.selected_offset[i]);
   }
   const std::int64_t stride = max_window + max_selected;  // a row's keys at most
+  // The transposed selected entries' row length: a little past the count, so that at 512 or 1,024
+  // entries the rows of one dim do not all fall in the same few L1 cache sets.
+  const std::int64_t selected_ld = max_selected + 16;
   // One row's heads h0 .. h1: scores, softmax with the sink, weighted sum. selected_t holds the row's
   // selected entries transposed, rows its window keys then its selected entries.
   auto attend_heads = [&](std::int64_t i, std::int64_t h0, std::int64_t h1, const float* selected_t,
@@ -30,7 +33,7 @@ void attention(const AttentionArgs& a, ThreadPool& pool) {
     const std::int64_t n_selected = a.selected_offset != nullptr ? a.selected_offset[i + 1] - a.selected_offset[i] : 0;
     const float* q = a.q + (i * H + h0) * D;
     transposed_scores(q, h1 - h0, D, keys_t.data() + first, a.n_keys, n_window, D, probs, stride);
-    if (n_selected > 0) transposed_scores(q, h1 - h0, D, selected_t, n_selected, n_selected, D, probs + n_window, stride);
+    if (n_selected > 0) transposed_scores(q, h1 - h0, D, selected_t, selected_ld, n_selected, D, probs + n_window, stride);
     softmax_with_sink(probs, h1 - h0, stride, n_window + n_selected, a.scale, a.sinks + h0);
     weighted_rows(probs, h1 - h0, stride, rows, n_window + n_selected, D, a.out + (i * H + h0) * D, D);
   };
@@ -40,12 +43,12 @@ void attention(const AttentionArgs& a, ThreadPool& pool) {
     if (a.selected_offset == nullptr) return;
     const std::int64_t n_selected = a.selected_offset[i + 1] - a.selected_offset[i];
     std::copy_n(a.selected + a.selected_offset[i], n_selected, rows.begin() + n_window);
-    transpose_rows(rows.data() + n_window, n_selected, D, selected_t.data(), n_selected);
+    transpose_rows(rows.data() + n_window, n_selected, D, selected_t.data(), selected_ld);
   };
   // Fewer rows than threads (a decode step): the row's heads are split across the threads instead.
   // Every element is the same chain either way (attention_ops.h), so the bits do not change.
   if (a.rows < pool.size()) {
-    std::vector<float> selected_t(static_cast<size_t>(D * max_selected));
+    std::vector<float> selected_t(static_cast<size_t>(D * selected_ld));
     std::vector<const float*> rows(static_cast<size_t>(stride));
     for (std::int64_t i = 0; i < a.rows; ++i) {
       gather_row(i, selected_t, rows);
@@ -58,7 +61,7 @@ void attention(const AttentionArgs& a, ThreadPool& pool) {
   }
   pool.parallel_for(a.rows, [&](std::int64_t begin, std::int64_t end) {
     std::vector<float> probs(static_cast<size_t>(H * stride));              // [H][stride]: scores, then probabilities
-    std::vector<float> selected_t(static_cast<size_t>(D * max_selected));  // [D][selected]
+    std::vector<float> selected_t(static_cast<size_t>(D * selected_ld));  // [D][selected_ld]
     std::vector<const float*> rows(static_cast<size_t>(stride));
     for (std::int64_t i = begin; i < end; ++i) {
       gather_row(i, selected_t, rows);

@@ -19,10 +19,11 @@ constexpr std::int64_t kLanes = 16;
 using V = float __attribute__((vector_size(64)));
 using VU = float __attribute__((vector_size(64), aligned(4), may_alias));
 
-// Heads and 16-float vectors per register tile: 8 accumulators keep two FMA pipes busy and fit the
-// 32 AVX-512 registers with room (the AVX2 clone holds each vector in two of its 16).
+// Heads and 16-float vectors per register tile of transposed_scores: 8 accumulators keep two FMA
+// pipes busy and fit the 32 AVX-512 registers with room (the AVX2 clone holds each vector in two of
+// its 16). weighted_rows takes kSumHeads heads at a time, its vectors per ISA (weighted_rows_for_isa).
 constexpr int kScoreHeads = 4, kScoreVectors = 2;
-constexpr int kSumHeads = 4, kSumVectors = 2;
+constexpr int kSumHeads = 4;
 
 // acc[h][c] += Σ_{d < len} q[h·q_stride + d] · kt[d·ld + c·16 + lane], in d order.
 template <int HB, int CB>
@@ -182,9 +183,12 @@ template <int HB, int CB>
   for (std::int64_t j = 0; j < n; ++j) {
     const float* row = rows[j] + d0;
     V k[CB];
+#pragma GCC unroll 4
     for (int c = 0; c < CB; ++c) k[c] = *reinterpret_cast<const VU*>(row + c * kLanes);
+#pragma GCC unroll 16
     for (int h = 0; h < HB; ++h) {
       const float x = p[h * p_stride + j];
+#pragma GCC unroll 4
       for (int c = 0; c < CB; ++c) acc[h][c] += x * k[c];
     }
   }
@@ -193,13 +197,11 @@ template <int HB, int CB>
   }
 }
 
-template <int HB>
+template <int HB, int CB>
 [[gnu::always_inline]] inline void sum_heads(const float* p, std::int64_t p_stride, const float* const* rows,
                                              std::int64_t n, std::int64_t dim, float* out, std::int64_t out_stride) {
   std::int64_t d = 0;
-  for (; d + kSumVectors * kLanes <= dim; d += kSumVectors * kLanes) {
-    sum_columns<HB, kSumVectors>(p, p_stride, rows, n, d, out, out_stride);
-  }
+  for (; d + CB * kLanes <= dim; d += CB * kLanes) sum_columns<HB, CB>(p, p_stride, rows, n, d, out, out_stride);
   for (; d + kLanes <= dim; d += kLanes) sum_columns<HB, 1>(p, p_stride, rows, n, d, out, out_stride);
   if (d == dim) return;
   if (dim >= kLanes) {  // the last full vector again
@@ -213,6 +215,35 @@ template <int HB>
       out[h * out_stride + e] = acc;
     }
   }
+}
+
+template <int HB, int CB>
+[[gnu::always_inline]] inline void weighted_rows_tiled(const float* p, std::int64_t heads, std::int64_t p_stride,
+                                                       const float* const* rows, std::int64_t n, std::int64_t dim,
+                                                       float* out, std::int64_t out_stride) {
+  std::int64_t h = 0;
+  for (; h + HB <= heads; h += HB) sum_heads<HB, CB>(p + h * p_stride, p_stride, rows, n, dim, out + h * out_stride, out_stride);
+  for (; h < heads; ++h) sum_heads<1, CB>(p + h * p_stride, p_stride, rows, n, dim, out + h * out_stride, out_stride);
+}
+
+// One version per instruction set, as index_scores: AVX-512 takes 4 vectors of each row per pass
+// (four whole cache lines, 16 accumulators), AVX2 two.
+__attribute__((target("arch=x86-64-v4"))) void weighted_rows_for_isa(const float* p, std::int64_t heads,
+                                                                    std::int64_t p_stride, const float* const* rows,
+                                                                    std::int64_t n, std::int64_t dim, float* out,
+                                                                    std::int64_t out_stride) {
+  weighted_rows_tiled<kSumHeads, 4>(p, heads, p_stride, rows, n, dim, out, out_stride);
+}
+__attribute__((target("arch=x86-64-v3"))) void weighted_rows_for_isa(const float* p, std::int64_t heads,
+                                                                    std::int64_t p_stride, const float* const* rows,
+                                                                    std::int64_t n, std::int64_t dim, float* out,
+                                                                    std::int64_t out_stride) {
+  weighted_rows_tiled<kSumHeads, 2>(p, heads, p_stride, rows, n, dim, out, out_stride);
+}
+__attribute__((target("default"))) void weighted_rows_for_isa(const float* p, std::int64_t heads, std::int64_t p_stride,
+                                                             const float* const* rows, std::int64_t n, std::int64_t dim,
+                                                             float* out, std::int64_t out_stride) {
+  weighted_rows_tiled<kSumHeads, 2>(p, heads, p_stride, rows, n, dim, out, out_stride);
 }
 
 // glibc's expf (sysdeps/ieee754/flt-32/e_expf.c, glibc 2.28 and later) for 8 floats in double
@@ -345,14 +376,9 @@ void index_scores(const float* q, std::int64_t heads, std::int64_t dim, const fl
   if (n > 0) index_scores_for_isa(q, heads, dim, kt, ld, n, weights, scale, scores);
 }
 
-__attribute__((target_clones("arch=x86-64-v4", "arch=x86-64-v3", "default"))) void weighted_rows(
-    const float* p, std::int64_t heads, std::int64_t p_stride, const float* const* rows, std::int64_t n,
-    std::int64_t dim, float* out, std::int64_t out_stride) {
-  std::int64_t h = 0;
-  for (; h + kSumHeads <= heads; h += kSumHeads) {
-    sum_heads<kSumHeads>(p + h * p_stride, p_stride, rows, n, dim, out + h * out_stride, out_stride);
-  }
-  for (; h < heads; ++h) sum_heads<1>(p + h * p_stride, p_stride, rows, n, dim, out + h * out_stride, out_stride);
+void weighted_rows(const float* p, std::int64_t heads, std::int64_t p_stride, const float* const* rows, std::int64_t n,
+                   std::int64_t dim, float* out, std::int64_t out_stride) {
+  weighted_rows_for_isa(p, heads, p_stride, rows, n, dim, out, out_stride);
 }
 
 __attribute__((target_clones("arch=x86-64-v4", "arch=x86-64-v3", "default"))) void exp_floats(
