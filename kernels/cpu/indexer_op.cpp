@@ -61,10 +61,11 @@ void index_candidates(const IndexerArgs& a, ThreadPool& pool) {
         rows[c] = &decoded[c * static_cast<size_t>(idh)];
         decode_index_entry(a.keys + std::int64_t{ids[c]} * index_bytes, idh, &decoded[c * static_cast<size_t>(idh)]);
       }
-      keys_t.resize(static_cast<size_t>(idh * nc));
+      const std::int64_t ld = nc + 16;  // off multiples of 4 KiB, as in index_all
+      keys_t.resize(static_cast<size_t>(idh * ld));
       scores.resize(ids.size());
-      transpose_rows(rows.data(), nc, idh, keys_t.data(), nc);
-      index_scores(a.q + i * hI * idh, hI, idh, keys_t.data(), nc, nc, a.weights + i * hI, a.scale, scores.data());
+      transpose_rows(rows.data(), nc, idh, keys_t.data(), ld);
+      index_scores(a.q + i * hI * idh, hI, idh, keys_t.data(), ld, nc, a.weights + i * hI, a.scale, scores.data());
       std::vector<std::int32_t> picked = top_k(scores.data(), nc, a.top_k);
       std::erase_if(picked, [&](std::int32_t c) { return scores[static_cast<size_t>(c)] == kNegInf; });
       for (std::int32_t& c : picked) c = ids[static_cast<size_t>(c)];
@@ -116,21 +117,28 @@ void index_all(const IndexerArgs& a, ThreadPool& pool) {
   for (std::int64_t w0 = 0; w0 < seen; w0 += tile) {
     const std::int64_t w1 = std::min(seen, w0 + tile), width = w1 - w0;
     const std::int64_t groups = (width + kKeyGroup - 1) / kKeyGroup;
-    pool.parallel_for(groups, [&](std::int64_t g0, std::int64_t g1) {
-      const std::int64_t j0 = g0 * kKeyGroup, j1 = std::min(width, g1 * kKeyGroup);
+    auto decode = [&](std::int64_t j0, std::int64_t j1) {
       decode_rows_transposed(keys, w0 + j0, j1 - j0, keys_t.data() + j0, ld);
-    });
+    };
     auto n_visible = [&](std::int64_t i) { return std::clamp<std::int64_t>(a.visible[i] - w0, 0, width); };
     // Row i's scores of the tile's keys [j0, j0 + len) into scores[j0 ..].
     auto score = [&](std::int64_t i, std::int64_t j0, std::int64_t len, float* scores) {
       index_scores(a.q + i * hI * idh, hI, idh, keys_t.data() + j0, ld, len, a.weights + i * hI, a.scale, scores + j0);
     };
     if (split_keys) {
-      pool.parallel_for(n * groups, [&](std::int64_t t0, std::int64_t t1) {
-        for (std::int64_t t = t0; t < t1; ++t) {
-          const std::int64_t i = t / groups, j0 = t % groups * kKeyGroup;
-          score(i, j0, std::min(kKeyGroup, n_visible(i) - j0), split_scores.data() + i * tile);
+      // Each thread decodes its groups of keys and scores them for every row while they are in its
+      // cache: one hand-off per tile.
+      pool.parallel_for(groups, [&](std::int64_t g0, std::int64_t g1) {
+        for (std::int64_t g = g0; g < g1; ++g) {
+          const std::int64_t j0 = g * kKeyGroup;
+          decode(j0, std::min(width, j0 + kKeyGroup));
+          for (std::int64_t i = 0; i < n; ++i)
+            score(i, j0, std::min(kKeyGroup, n_visible(i) - j0), split_scores.data() + i * tile);
         }
+      });
+    } else {
+      pool.parallel_for(groups, [&](std::int64_t g0, std::int64_t g1) {
+        decode(g0 * kKeyGroup, std::min(width, g1 * kKeyGroup));
       });
     }
     pool.parallel_for(n, [&](std::int64_t begin, std::int64_t end) {
