@@ -72,4 +72,14 @@ Status linear_with_isa(const std::string& isa, const float* x, std::int64_t m, c
   return make_error(ErrorCode::kInvalidArgument, "linear: instruction set '{}' does not run on this CPU", isa);
 }
 
+Status decode_rows_transposed_with_isa(const std::string& isa, const WeightView& w, std::int64_t r0, std::int64_t n,
+                                      float* kt, std::int64_t ld) {
+  for (const Choice& c : runnable()) {
+    if (isa != c.isa) continue;
+    if (n > 0) c.decode_transposed(w, r0, n, kt, ld);
+    return {};
+  }
+  return make_error(ErrorCode::kInvalidArgument, "decode_rows_transposed: instruction set '{}' does not run on this CPU", isa);
+}
+
 }  // namespace hippo::kernels::cpu

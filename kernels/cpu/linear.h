@@ -39,10 +39,12 @@ void decode_rows_transposed(const WeightView& w, std::int64_t r0, std::int64_t n
 // The instruction set linear() dispatches to on this CPU: "avx512", "avx2" or "generic".
 std::string linear_isa();
 
-// Every instruction set this CPU can run, best first, and linear() forced onto one of them
+// Every instruction set this CPU can run, best first, and linear() or decode_rows_transposed() forced onto one of them
 // (tests compare each against kernels/ref; benchmarks compare them with one another).
 std::vector<std::string> runnable_linear_isas();
 Status linear_with_isa(const std::string& isa, const float* x, std::int64_t m, const WeightView& w, float* y,
                        ThreadPool& pool);
+Status decode_rows_transposed_with_isa(const std::string& isa, const WeightView& w, std::int64_t r0, std::int64_t n,
+                                      float* kt, std::int64_t ld);
 
 }  // namespace hippo::kernels::cpu

@@ -737,9 +737,39 @@ struct Simd {
     }
   }
 
+  // decode_transposed for packed FP4 (the indexer's keys, a few dozen columns a row): W columns of
+  // each of W rows decoded straight into registers (one scale's table per 32 columns), transposed,
+  // stored; no row buffer and no call per row.
+  HIPPO_LINEAR_TARGET static void decode_fp4_transposed(const WeightView& w, std::int64_t r0, std::int64_t n, float* kt,
+                                                        std::int64_t ld) {
+    const Fp4Tables& tables = fp4_tables();
+    const auto* codes = static_cast<const std::uint8_t*>(w.data);
+    const std::int64_t code_stride = fp4_code_stride(w), scale_stride = fp4_scale_stride(w);
+    for (std::int64_t j0 = 0; j0 < n; j0 += W) {
+      const std::int64_t nj = std::min<std::int64_t>(W, n - j0);
+      for (std::int64_t c = 0; c < w.cols; c += W) {
+        Vec r[W];
+#pragma GCC unroll 16
+        for (int t = 0; t < W; ++t) {
+          const std::int64_t row = r0 + j0 + t;
+          r[t] = t < nj ? fp4_vec(codes + row * code_stride + c / 2, fp4_table(tables, w.scales[row * scale_stride + c / 32]))
+                        : Vec{};
+        }
+        transpose(r);  // r[u]: column c + u of the W rows
+#pragma GCC unroll 16
+        for (int u = 0; u < W; ++u) {
+          if (nj == W) store(kt + (c + u) * ld + j0, r[u]);
+          else std::memcpy(kt + (c + u) * ld + j0, &r[u], static_cast<std::size_t>(nj) * sizeof(float));
+        }
+      }
+    }
+  }
+
   // decode_rows_transposed (linear.h): W rows decoded, then each W x W block through transpose().
   HIPPO_LINEAR_TARGET static void decode_transposed(const WeightView& w, std::int64_t r0, std::int64_t n, float* kt,
                                                     std::int64_t ld) {
+    if constexpr (kVectorDecode)
+      if (w.format == WeightFormat::kFp4Row32 && !w.lane_order) return decode_fp4_transposed(w, r0, n, kt, ld);
     const DecodeTables& tables = decode_tables();
     const std::int64_t k = w.cols;
     thread_local std::vector<float> rows;

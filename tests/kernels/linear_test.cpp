@@ -430,26 +430,36 @@ TEST_CASE("fp4 weights in lane order hold the same codes and give the packed res
   CHECK_FALSE(strided.validate().ok());
 }
 
-// The indexer's keys (FP4 records with a row stride) decoded transposed: exactly the reference's
-// values, a partial group of rows at the end, and nothing written past n in a row of kt.
+// The indexer's keys (FP4 records with a row stride) decoded transposed, on every instruction set:
+// exactly the reference's values, a partial group of rows at the end, and nothing written past n in
+// a row of kt.
 TEST_CASE("decode_rows_transposed gives the reference's values, transposed", "[linear]") {
   std::mt19937 rng(31);
-  const std::int64_t n = 37, k = 64, stride = k / 2 + k / 32, ld = 41;
-  TestWeight packed(WeightFormat::kFp4Row32, n, k, rng);
-  std::vector<std::uint8_t> records(static_cast<std::size_t>(n * stride));
-  for (std::int64_t r = 0; r < n; ++r) {
-    std::memcpy(&records[r * stride], &packed.data[r * k / 2], k / 2);
-    std::memcpy(&records[r * stride + k / 2], &packed.scales[r * k / 32], k / 32);
-  }
-  const WeightView keys{WeightFormat::kFp4Row32, records.data(), records.data() + k / 2, n, k, 0, stride};
-  std::vector<float> kt(static_cast<std::size_t>(k * ld), -7.0f);
-  kernels::cpu::decode_rows_transposed(keys, 2, n - 2, kt.data(), ld);
-  for (std::int64_t d = 0; d < k; ++d) {
-    for (std::int64_t j = 0; j < ld; ++j) {
-      const float want = j < n - 2 ? kernels::ref::weight_at(packed.view, 2 + j, d) : -7.0f;
-      REQUIRE(kt[static_cast<std::size_t>(d * ld + j)] == want);
+  for (const std::int64_t k : {32, 64, 128}) {
+    const std::int64_t n = 37, stride = k / 2 + k / 32, ld = 41;
+    TestWeight packed(WeightFormat::kFp4Row32, n, k, rng);
+    std::vector<std::uint8_t> records(static_cast<std::size_t>(n * stride));
+    for (std::int64_t r = 0; r < n; ++r) {
+      std::memcpy(&records[r * stride], &packed.data[r * k / 2], k / 2);
+      std::memcpy(&records[r * stride + k / 2], &packed.scales[r * k / 32], k / 32);
+    }
+    const WeightView keys{WeightFormat::kFp4Row32, records.data(), records.data() + k / 2, n, k, 0, stride};
+    for (const std::string& isa : kernels::cpu::runnable_linear_isas()) {
+      for (const std::int64_t first : {0, 2}) {
+        INFO("isa " << isa << " k " << k << " first row " << first);
+        std::vector<float> kt(static_cast<std::size_t>(k * ld), -7.0f);
+        REQUIRE(kernels::cpu::decode_rows_transposed_with_isa(isa, keys, first, n - first, kt.data(), ld).ok());
+        for (std::int64_t d = 0; d < k; ++d) {
+          for (std::int64_t j = 0; j < ld; ++j) {
+            const float want = j < n - first ? kernels::ref::weight_at(packed.view, first + j, d) : -7.0f;
+            REQUIRE(kt[static_cast<std::size_t>(d * ld + j)] == want);
+          }
+        }
+      }
     }
   }
+  std::vector<float> kt(1);
+  CHECK_FALSE(kernels::cpu::decode_rows_transposed_with_isa("sse9", WeightView{}, 0, 0, kt.data(), 1).ok());
 }
 
 TEST_CASE("the dispatcher names the instruction set it chose and refuses ones it cannot run", "[linear]") {
