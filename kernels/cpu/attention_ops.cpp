@@ -1,6 +1,8 @@
 // target_clones compiles each kernel for x86-64-v4 (AVX-512), x86-64-v3 (AVX2 + FMA) and baseline
-// x86-64 and picks one at load time; -ffp-contract=fast (kernels/CMakeLists.txt) turns a*b+c into one
-// FMA where the clone has FMA, as the linear kernel does, so FMA machines agree bit for bit.
+// x86-64 and picks one at load time (index_scores and weighted_rows: one version per ISA by
+// target("...") overloads, whose register tiles differ); -ffp-contract=fast (kernels/CMakeLists.txt)
+// turns a*b+c into one FMA where the clone has FMA, as the linear kernel does, so FMA machines agree
+// bit for bit.
 //
 // Each output element is its own accumulator, carried through its reduction in order: 16-float
 // vectors only place independent elements side by side. A partial vector at the end is computed by
