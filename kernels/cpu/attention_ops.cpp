@@ -62,6 +62,24 @@ template <int HB, int CB>
   store_scores<HB, CB>(acc, scores + j, score_stride);
 }
 
+// Fewer than 16 columns (n < 16): score_tile over all `dim` through a zero-padded copy of the
+// columns, a slab of d at a time.
+template <int HB>
+[[gnu::always_inline]] inline void score_few_columns(const float* q, std::int64_t q_stride, const float* kt,
+                                                     std::int64_t ld, std::int64_t n, std::int64_t dim,
+                                                     V (&acc)[HB][1]) {
+  constexpr std::int64_t kSlab = 64;
+  alignas(64) float pad[kSlab * kLanes];
+  for (std::int64_t d0 = 0; d0 < dim; d0 += kSlab) {
+    const std::int64_t len = std::min(kSlab, dim - d0);
+    for (std::int64_t d = 0; d < len; ++d) {  // element by element: no library call per row
+      const float* src = kt + (d0 + d) * ld;
+      for (std::int64_t l = 0; l < kLanes; ++l) pad[d * kLanes + l] = l < n ? src[l] : 0.0f;
+    }
+    score_tile<HB, 1>(q + d0, q_stride, pad, kLanes, len, acc);
+  }
+}
+
 template <int HB>
 [[gnu::always_inline]] inline void score_heads(const float* q, std::int64_t q_stride, const float* kt, std::int64_t ld,
                                                std::int64_t n, std::int64_t dim, float* scores,
@@ -76,18 +94,8 @@ template <int HB>
     score_columns<HB, 1>(q, q_stride, kt, ld, n - kLanes, dim, scores, score_stride);
     return;
   }
-  // Fewer than 16 columns: through a zero-padded copy, a slab of d at a time.
-  constexpr std::int64_t kSlab = 64;
-  alignas(64) float pad[kSlab * kLanes];
   V acc[HB][1] = {};
-  for (std::int64_t d0 = 0; d0 < dim; d0 += kSlab) {
-    const std::int64_t len = std::min(kSlab, dim - d0);
-    for (std::int64_t d = 0; d < len; ++d) {  // element by element: no library call per row
-      const float* src = kt + (d0 + d) * ld;
-      for (std::int64_t l = 0; l < kLanes; ++l) pad[d * kLanes + l] = l < n ? src[l] : 0.0f;
-    }
-    score_tile<HB, 1>(q + d0, q_stride, pad, kLanes, len, acc);
-  }
+  score_few_columns<HB>(q, q_stride, kt, ld, n, dim, acc);
   alignas(64) float lanes[HB * kLanes];
   store_scores<HB, 1>(acc, lanes, kLanes);
   for (int h = 0; h < HB; ++h) std::memcpy(scores + h * score_stride, lanes + h * kLanes, static_cast<std::size_t>(n) * sizeof(float));
@@ -137,20 +145,10 @@ template <int HB, int CB>
     index_score_columns<HB, 1>(q, heads, dim, kt, ld, n - kLanes, weights, scale, scores);
     return;
   }
-  // Fewer than 16 keys: head by head through a zero-padded copy, a slab of d at a time.
-  constexpr std::int64_t kSlab = 64;
-  alignas(64) float pad[kSlab * kLanes];
-  V s[1] = {};
+  V s[1] = {};  // fewer than 16 keys: head by head
   for (std::int64_t h = 0; h < heads; ++h) {
     V acc[1][1] = {};
-    for (std::int64_t d0 = 0; d0 < dim; d0 += kSlab) {
-      const std::int64_t len = std::min(kSlab, dim - d0);
-      for (std::int64_t d = 0; d < len; ++d) {
-        const float* src = kt + (d0 + d) * ld;
-        for (std::int64_t l = 0; l < kLanes; ++l) pad[d * kLanes + l] = l < n ? src[l] : 0.0f;
-      }
-      score_tile<1, 1>(q + h * dim + d0, dim, pad, kLanes, len, acc);
-    }
+    score_few_columns<1>(q + h * dim, dim, kt, ld, n, dim, acc);
     add_index_scores<1, 1>(acc, weights + h, scale, s);
   }
   alignas(64) float lanes[kLanes];

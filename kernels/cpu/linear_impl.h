@@ -22,10 +22,9 @@
 //     weight rows is decoded kKc columns at a time and transposed lane-major (128 KB at most, in
 //     L2: long chunks and up to kMc rows of x per decoded panel keep the decoding, and the lane
 //     sums' round trips between chunks, small next to the FMAs); each MR-row tile then runs the
-//     panel's 16 lanes one after another, MR x 2 accumulator
-//     vectors per lane, each lane's chain the same as in the decode kernel. The 16 lane sums per
-//     output wait in a per-thread buffer between chunks and meet in the same tree (reduce_lanes,
-//     element-wise).
+//     panel's 16 lanes one after another, MR x 2 accumulator vectors per lane, each lane's chain
+//     the same as in the decode kernel. The 16 lane sums per output wait in a per-thread buffer
+//     between chunks and meet in the same tree (reduce_lanes, element-wise).
 #pragma once
 
 #ifndef HIPPO_LINEAR_TARGET
