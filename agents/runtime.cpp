@@ -3,6 +3,7 @@
 #include "agents/agent_session.h"
 #include "agents/conversation_key.h"
 #include "agents/serial_thread.h"
+#include "agents/session_render.h"
 #include "agents/store_lane.h"
 #include "base/log.h"
 #include "engine/model/model.h"
@@ -37,40 +38,6 @@ namespace {
 
 double seconds_between(Clock::time_point a, Clock::time_point b) {
   return a == Clock::time_point{} || b == Clock::time_point{} ? 0.0 : std::chrono::duration<double>(b - a).count();
-}
-
-// What one response renders: the inputs, after the system block when they are the session's first.
-// A response and the log's replay of it both render through here, so they agree to the id.
-std::vector<tokenizer::Message> prompt_messages(const SessionSettings& settings, bool first,
-                                                const std::vector<tokenizer::Message>& inputs) {
-  std::vector<tokenizer::Message> messages;
-  if (first && !settings.instructions.empty()) {
-    tokenizer::Message m;
-    m.role = tokenizer::Role::kSystem;
-    m.content = settings.instructions;
-    messages.push_back(std::move(m));
-  }
-  messages.insert(messages.end(), inputs.begin(), inputs.end());
-  return messages;
-}
-
-// The chat-encoding message of an input item.
-tokenizer::Message input_message(const InputItem& item) {
-  tokenizer::Message m;
-  m.content = item.content;
-  switch (item.kind) {
-    case InputItem::Kind::kUserMessage: m.role = tokenizer::Role::kUser; break;
-    case InputItem::Kind::kToolResult:
-      m.role = tokenizer::Role::kTool;
-      m.tool_call_id = item.tool_call_id;
-      break;
-    case InputItem::Kind::kAssistantMessage:
-      m.role = tokenizer::Role::kAssistant;
-      m.reasoning = item.reasoning;
-      m.tool_calls = item.tool_calls;
-      break;
-  }
-  return m;
 }
 
 // The log's tool_calls column of an "assistant_input" row (agent_session.h).

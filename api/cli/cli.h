@@ -52,6 +52,7 @@ void add_bench_kernels_command(CLI::App& bench, Invocation& invocation);    // b
 void add_bench_agents_command(CLI::App& bench, Invocation& invocation);     // bench_agents.cpp
 void add_bench_server_command(CLI::App& bench, Invocation& invocation);     // bench_server.cpp
 void add_model_commands(CLI::App& app, Invocation& invocation);
+void add_model_render_command(CLI::App& model, Invocation& invocation);  // `hippo model render`
 void add_run_command(CLI::App& app, Invocation& invocation);  // `hippo run`
 void add_session_commands(CLI::App& app, Invocation& invocation);
 void add_serve_command(CLI::App& app, Invocation& invocation);  // `hippo serve` (serve_command.cpp)

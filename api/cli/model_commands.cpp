@@ -1,5 +1,6 @@
 // `hippo model …`: `init` writes a deterministic random checkpoint from a preset; `inspect` prints a
-// checkpoint's (or a bare config.json's) structure, parameter counts and KV bytes per token.
+// checkpoint's (or a bare config.json's) structure, parameter counts and KV bytes per token; `render`
+// is model_render.cpp.
 #include "api/cli/cli.h"
 #include "base/log.h"
 #include "engine/config/layer_schedule.h"
@@ -256,6 +257,8 @@ void add_model_commands(CLI::App& app, Invocation& inv) {
   inspect_cmd->parse_complete_callback([&inv, inspect] {
     inv.action = [&inv, inspect] { return run_inspect(*inspect, *inv.out); };
   });
+
+  add_model_render_command(*model, inv);
 }
 
 }  // namespace hippo::cli

@@ -85,13 +85,17 @@ Status ConversationInput::tool_result(std::string call_id, std::string output, s
   return Status::ok_status();
 }
 
-Status ConversationInput::finish(agents::SessionSettings& settings, std::vector<agents::InputItem>& items) {
+Status ConversationInput::finish(agents::SessionSettings& settings, std::vector<agents::InputItem>& items,
+                                 Ending ending) {
   if (items_.empty()) return invalid("the conversation needs at least one user message");
   HIPPO_RETURN_IF_ERROR(no_open_calls("the end of the conversation"));
-  if (items_.back().kind == agents::InputItem::Kind::kAssistantMessage)
+  const bool answered = items_.back().kind == agents::InputItem::Kind::kAssistantMessage;
+  if (ending == Ending::kAwaitingAnswer && answered)
     return invalid(fmt::format("{}: the conversation must end with a user message or tool results for the model to "
                                "answer, not an assistant message",
                                last_where_));
+  if (ending == Ending::kAnswered && !answered)
+    return invalid(fmt::format("{}: a finished conversation must end with the assistant's answer", last_where_));
   if (!instructions_.empty()) {
     if (!settings.instructions.empty()) settings.instructions += "\n\n";
     settings.instructions += instructions_;

@@ -7,7 +7,8 @@
 //   - a tool call whose arguments are not a JSON object, or whose id repeats an earlier call's;
 //   - a tool result for no open call of the latest assistant turn, or answered already;
 //   - a user or assistant message while calls of the latest assistant turn have no result yet;
-//   - a conversation that does not end with a user message or tool results (the model answers it).
+//   - a conversation that does not end with a user message or tool results (the model answers it),
+//     or, for a finished conversation, with an assistant message.
 #pragma once
 
 #include "agents/agent_types.h"
@@ -32,8 +33,13 @@ class ConversationInput {
   Status call(tokenizer::ToolCall call, std::string_view where);
   Status tool_result(std::string call_id, std::string output, std::string_view where);
 
+  // How a conversation must end: with inputs for the model to answer (a request), or with the
+  // model's answer (a finished conversation, as `hippo model render` takes it).
+  enum class Ending { kAwaitingAnswer, kAnswered };
+
   // The instructions and items, once the conversation ends as it must.
-  Status finish(agents::SessionSettings& settings, std::vector<agents::InputItem>& items);
+  Status finish(agents::SessionSettings& settings, std::vector<agents::InputItem>& items,
+                Ending ending = Ending::kAwaitingAnswer);
 
  private:
   Status no_open_calls(std::string_view where) const;

@@ -57,7 +57,7 @@ Status parse_tool_calls(const json::array& calls, ConversationInput& conversatio
   return Status::ok_status();
 }
 
-Status parse_messages(const json::array& messages, ChatRequest& r) {
+Status parse_messages(const json::array& messages, ChatRequest& r, ConversationInput::Ending ending) {
   if (messages.empty()) return invalid("messages must not be empty");
   ConversationInput conversation;
   for (size_t i = 0; i < messages.size(); ++i) {
@@ -90,7 +90,7 @@ Status parse_messages(const json::array& messages, ChatRequest& r) {
       return invalid(fmt::format("{}.role must be system, developer, user, assistant or tool, not '{}'", where, *role));
     }
   }
-  return conversation.finish(r.settings, r.inputs);
+  return conversation.finish(r.settings, r.inputs, ending);
 }
 
 Status parse_tools(const json::array& tools, ChatRequest& r) {
@@ -125,6 +125,16 @@ Status parse_tools(const json::array& tools, ChatRequest& r) {
 }  // namespace
 
 namespace {
+
+// reasoning_effort turns thinking on, at that effort.
+Status apply_reasoning_effort(std::string_view effort, agents::SessionSettings& settings) {
+  settings.thinking = true;
+  if (effort == "low" || effort == "minimal") settings.effort = tokenizer::ReasoningEffort::kLow;
+  else if (effort == "medium") settings.effort = tokenizer::ReasoningEffort::kDefault;
+  else if (effort == "high") settings.effort = tokenizer::ReasoningEffort::kHigh;
+  else return invalid(fmt::format("reasoning_effort must be minimal, low, medium or high, not '{}'", effort));
+  return Status::ok_status();
+}
 
 // {"type": "function", "function": {"name"}} or the Responses API's {"type": "function", "name"}:
 // the tools narrowed to that one, a call required.
@@ -224,7 +234,7 @@ Result<ChatRequest> parse_chat_request(std::string_view body, const std::string&
   if (r.model != served_model)
     return Status(ErrorCode::kNotFound, fmt::format("model '{}' is not served here; this server serves '{}'", r.model, served_model));
   if (messages == nullptr) return invalid("messages is required");
-  HIPPO_RETURN_IF_ERROR(parse_messages(*messages, r));
+  HIPPO_RETURN_IF_ERROR(parse_messages(*messages, r, ConversationInput::Ending::kAwaitingAnswer));
   if (tools != nullptr) HIPPO_RETURN_IF_ERROR(parse_tools(*tools, r));
   if (const json::value* choice = o.if_contains("tool_choice")) HIPPO_RETURN_IF_ERROR(apply_tool_choice(*choice, r.settings));
   if (const json::value* format = o.if_contains("response_format"); format != nullptr && !format->is_null()) {
@@ -244,13 +254,25 @@ Result<ChatRequest> parse_chat_request(std::string_view body, const std::string&
   else if (max_tokens) r.options.max_output_tokens = *max_tokens;
   if (r.options.max_output_tokens <= 0) return invalid("max_tokens must be positive");
   HIPPO_RETURN_IF_ERROR(apply_sampling(temperature, top_p, seed, stop, r.options));
-  if (reasoning_effort) {
-    r.settings.thinking = true;
-    if (*reasoning_effort == "low" || *reasoning_effort == "minimal") r.settings.effort = tokenizer::ReasoningEffort::kLow;
-    else if (*reasoning_effort == "medium") r.settings.effort = tokenizer::ReasoningEffort::kDefault;
-    else if (*reasoning_effort == "high") r.settings.effort = tokenizer::ReasoningEffort::kHigh;
-    else return invalid(fmt::format("reasoning_effort must be minimal, low, medium or high, not '{}'", *reasoning_effort));
-  }
+  if (reasoning_effort) HIPPO_RETURN_IF_ERROR(apply_reasoning_effort(*reasoning_effort, r.settings));
+  return r;
+}
+
+Result<ChatRequest> parse_chat_transcript(std::string_view body) {
+  HIPPO_ASSIGN_OR_RETURN(json::value doc, parse_body(body));
+  const json::object& o = doc.get_object();
+  JsonFields f(o);
+  ChatRequest r;
+  r.settings.thinking = false;
+  const json::array* messages = f.array("messages");
+  const json::array* tools = f.array("tools");
+  auto reasoning_effort = f.string("reasoning_effort");
+  if (!f.ok()) return invalid(f.error());
+  if (messages == nullptr) return invalid("messages is required");
+  HIPPO_RETURN_IF_ERROR(parse_messages(*messages, r, ConversationInput::Ending::kAnswered));
+  if (tools != nullptr) HIPPO_RETURN_IF_ERROR(parse_tools(*tools, r));
+  if (const json::value* choice = o.if_contains("tool_choice")) HIPPO_RETURN_IF_ERROR(apply_tool_choice(*choice, r.settings));
+  if (reasoning_effort) HIPPO_RETURN_IF_ERROR(apply_reasoning_effort(*reasoning_effort, r.settings));
   return r;
 }
 

@@ -36,6 +36,10 @@ struct ChatRequest {
 // here (404).
 Result<ChatRequest> parse_chat_request(std::string_view body, const std::string& served_model,
                                        int64_t default_max_tokens);
+// A finished conversation in a request's form (messages ending with the assistant's answer, tools,
+// tool_choice, reasoning_effort; other fields ignored), for `hippo model render`. Checked as a
+// request's messages are.
+Result<ChatRequest> parse_chat_transcript(std::string_view body);
 // A request body: a JSON object (else kInvalidArgument saying why).
 Result<boost::json::value> parse_body(std::string_view body);
 // tool_choice, shared by both endpoints: auto, none, required, or a named function

@@ -67,3 +67,44 @@ def test_json_logs_on_stderr_only(tmp_path):
               "--bytes", "8MiB", "--repetitions", "1", "--threads", "1")
     assert r.returncode == 0
     json.loads(r.stdout)  # stdout holds the result alone
+
+
+def test_model_render_marks_what_the_model_generates(tmp_path):
+    """`hippo model render` on a finished tool-calling conversation (the training corpus's form),
+    decoded by Hugging Face's own tokenizer: the marked spans are exactly the assistant's turns."""
+    from tokenizers import Tokenizer
+
+    tokenizer_dir = os.environ["HIPPO_TOKENIZER_DIR"]
+    tools = [{"type": "function", "function": {
+        "name": "calculator", "description": "Evaluates an arithmetic expression.",
+        "parameters": {"type": "object", "properties": {"expression": {"type": "string"}}}}}]
+    conversation = {"tools": tools, "messages": [
+        {"role": "system", "content": "You are a careful assistant with tools."},
+        {"role": "user", "content": "What is 17 * 23?"},
+        {"role": "assistant", "content": None, "tool_calls": [
+            {"id": "call_0", "type": "function",
+             "function": {"name": "calculator", "arguments": "{\"expression\": \"17 * 23\"}"}}]},
+        {"role": "tool", "tool_call_id": "call_0", "content": "391"},
+        {"role": "assistant", "content": "17 * 23 = 391."}]}
+    lines = tmp_path / "conversations.jsonl"
+    lines.write_text(json.dumps(conversation) + "\n\n" + json.dumps(conversation) + "\n")
+    r = hippo("model", "render", "--tokenizer", tokenizer_dir, "--in", str(lines))
+    assert r.returncode == 0, r.stderr
+    rendered = [json.loads(line) for line in r.stdout.splitlines()]
+    assert len(rendered) == 2 and rendered[0] == rendered[1]
+    ids, answers = rendered[0]["ids"], rendered[0]["answers"]
+    hf = Tokenizer.from_file(os.path.join(tokenizer_dir, "tokenizer.json"))
+    text = [hf.decode(ids[b:e], skip_special_tokens=False) for b, e in answers]
+    assert text == ['\n\n<｜DSML｜tool_calls>\n<｜DSML｜invoke name="calculator">\n'
+                    '<｜DSML｜parameter name="expression" string="true">17 * 23</｜DSML｜parameter>\n'
+                    '</｜DSML｜invoke>\n</｜DSML｜tool_calls><｜end▁of▁sentence｜>',
+                    "17 * 23 = 391.<｜end▁of▁sentence｜>"]
+    assert answers[-1][1] == len(ids)
+    assert hf.decode(ids[:answers[0][0]], skip_special_tokens=False).endswith("What is 17 * 23?<｜Assistant｜></think>")
+
+    # A conversation that does not end with the answer is refused with its line number.
+    conversation["messages"].pop()
+    lines.write_text(json.dumps(conversation) + "\n")
+    r = hippo("model", "render", "--tokenizer", tokenizer_dir, "--in", str(lines))
+    assert r.returncode != 0
+    assert "line 1" in r.stderr and "must end with the assistant's answer" in r.stderr
