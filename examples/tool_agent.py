@@ -1,9 +1,10 @@
 #!/usr/bin/env python3
-"""A tool-calling agent on `hippo serve`: two real local tools, a calculator (arithmetic evaluated
-safely from Python's syntax tree, never eval) and a file search under a folder, declared in
-session.create. The loop: response.create; when the response ends in tool calls
-(finish_reason "tool_calls"), run each tool and append its result as a `tool_result` input item,
-then create the next response; until the model answers in text or --max-rounds is reached.
+"""A tool-calling agent on `hippo serve`: real local tools, a calculator (arithmetic evaluated
+safely from Python's syntax tree, never eval), a file search under a folder and a key-value memory
+(remember / recall, kept by this process), declared in session.create. The loop: response.create;
+when the response ends in tool calls (finish_reason "tool_calls"), run each tool and append its
+result as a `tool_result` input item, then create the next response; until the model answers in
+text or --max-rounds is reached.
 
     export HIPPO_API_KEY=$(build/release/hippo key create --tenant default --label examples)
     .venv/bin/python examples/tool_agent.py --url ws://127.0.0.1:8080/v1/agents \\
@@ -35,12 +36,19 @@ TOOLS = [
                     "and the functions abs, round, min, max, sqrt.",
      "parameters": {"type": "object", "properties": {"expression": {"type": "string"}}, "required": ["expression"]}},
     {"name": "search_files",
-     "description": "Finds the lines that contain a text (case-insensitive) in the files under the agent's folder; "
-                    "returns path:line: text for each.",
+     "description": "Finds the files under the agent's folder that contain a text (case-insensitive); returns "
+                    "each file's path and how many of its lines match.",
      "parameters": {"type": "object",
                     "properties": {"text": {"type": "string"},
                                    "glob": {"type": "string", "description": "only paths that match, e.g. *.md"}},
                     "required": ["text"]}},
+    {"name": "remember",
+     "description": "Keeps a value under a key in the agent's memory (replacing an earlier value).",
+     "parameters": {"type": "object", "properties": {"key": {"type": "string"}, "value": {"type": "string"}},
+                    "required": ["key", "value"]}},
+    {"name": "recall",
+     "description": "Returns the value kept under a key in the agent's memory.",
+     "parameters": {"type": "object", "properties": {"key": {"type": "string"}}, "required": ["key"]}},
 ]
 
 INSTRUCTIONS = ("You are a careful assistant with tools. Use calculator for any arithmetic and search_files to "
@@ -106,10 +114,12 @@ def _evaluate(node):
 # ---- the file search: grep under one folder, never outside it ----
 
 MAX_FILE_BYTES = 1 << 20
-MAX_MATCHES = 50
+MAX_FILES = 20
 
 
 def search_files(root: pathlib.Path, text: str, glob: str = "*") -> str:
+    """One line per file that contains the text, "path: N lines", sorted by path (short enough for a
+    small model to read whole: the demo model copies these paths into its answer)."""
     if not text:
         return "error: give a non-empty text to search for"
     root = root.resolve()
@@ -129,15 +139,15 @@ def search_files(root: pathlib.Path, text: str, glob: str = "*") -> str:
             continue
         if b"\0" in data[:8192]:  # binary
             continue
-        for number, line in enumerate(data.decode("utf-8", errors="replace").splitlines(), 1):
-            if needle in line.lower():
-                if len(matches) < MAX_MATCHES:
-                    matches.append(f"{rel}:{number}: {line.strip()[:200]}")
-                else:
-                    more += 1
+        lines = sum(needle in line.lower() for line in data.decode("utf-8", errors="replace").splitlines())
+        if lines:
+            if len(matches) < MAX_FILES:
+                matches.append(f"{rel}: {lines} line{'s' if lines > 1 else ''}")
+            else:
+                more += 1
     if not matches:
-        return f"no line under {root.name or root} contains {text!r}"
-    return "\n".join(matches) + (f"\n... and {more} more" if more else "")
+        return f"no file under {root.name or root} contains {text!r}"
+    return "\n".join(matches) + (f"\n... and {more} more files" if more else "")
 
 
 class Toolbox:
@@ -145,6 +155,7 @@ class Toolbox:
 
     def __init__(self, root: pathlib.Path):
         self.root = root
+        self.memory = {}  # remember / recall: this process's only, gone when it ends
 
     def run(self, name: str, arguments: str) -> str:
         try:
@@ -158,6 +169,15 @@ class Toolbox:
                 return str(calculate(str(args.get("expression", ""))))
             if name == "search_files":
                 return search_files(self.root, str(args.get("text", "")), str(args.get("glob") or "*"))
+            if name == "remember":
+                key = str(args.get("key", "")).strip().lower()
+                if not key:
+                    return "error: give a key to remember the value under"
+                self.memory[key] = str(args.get("value", ""))
+                return f"remembered {key!r}"
+            if name == "recall":
+                key = str(args.get("key", "")).strip().lower()
+                return self.memory.get(key, f"nothing is remembered under {key!r}")
         except CalculatorError as e:
             return f"error: {e}"
         return f"error: there is no tool named {name!r} (tools: {', '.join(t['name'] for t in TOOLS)})"

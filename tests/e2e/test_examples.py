@@ -75,7 +75,7 @@ def files(tmp_path):
     root = tmp_path / "files"
     (root / "notes").mkdir(parents=True)
     (root / "notes" / "a.txt").write_text("rivers\nThe Hippo sleeps by day.\n")
-    (root / "notes" / "b.md").write_text("a hippo in markdown\n")
+    (root / "notes" / "b.md").write_text("a hippo in markdown\nand a second Hippo line\n")
     (root / "blob.bin").write_bytes(b"hippo\0\1\2")
     (tmp_path / "outside.txt").write_text("a hippo outside the root\n")
     (root / "link.txt").symlink_to(tmp_path / "outside.txt")
@@ -99,13 +99,17 @@ def test_the_tools_work_on_their_own(files):
     assert toolbox.run("calculator", "not json").startswith("error: the arguments are not JSON")
     assert toolbox.run("teleport", "{}").startswith("error: there is no tool named 'teleport'")
     found = toolbox.run("search_files", '{"text": "HIPPO"}').splitlines()
-    # Case-insensitive, path:line: text; not in binary files nor through a link out of the root.
-    assert found == ["notes/a.txt:2: The Hippo sleeps by day.", "notes/b.md:1: a hippo in markdown"]
-    assert toolbox.run("search_files", '{"text": "hippo", "glob": "*.md"}') == "notes/b.md:1: a hippo in markdown"
-    assert toolbox.run("search_files", '{"text": "giraffe"}').startswith("no line under")
+    # Case-insensitive, a file and its count of matching lines; not in binary files nor through a
+    # link out of the root.
+    assert found == ["notes/a.txt: 1 line", "notes/b.md: 2 lines"]
+    assert toolbox.run("search_files", '{"text": "hippo", "glob": "*.md"}') == "notes/b.md: 2 lines"
+    assert toolbox.run("search_files", '{"text": "giraffe"}') == "no file under files contains 'giraffe'"
+    assert toolbox.run("recall", '{"key": "Locker code"}') == "nothing is remembered under 'locker code'"
+    assert toolbox.run("remember", '{"key": "Locker code", "value": "4417"}') == "remembered 'locker code'"
+    assert toolbox.run("recall", '{"key": "locker code "}') == "4417"
 
     r = example("tool_agent.py", "--root", str(files), "--call", "search_files", '{"text": "sleeps"}')
-    assert r.returncode == 0 and r.stdout == "notes/a.txt:2: The Hippo sleeps by day.\n", r.stderr
+    assert r.returncode == 0 and r.stdout == "notes/a.txt: 1 line\n", r.stderr
     r = example("tool_agent.py", "--call", "calculator", '{"expression": "2**10 - 24"}')
     assert r.returncode == 0 and r.stdout == "1000\n"
 
@@ -161,9 +165,9 @@ def test_tool_agent_runs_the_calls_of_a_session_that_awaits_them(checkpoint, tmp
         view, summary, lines, after = asyncio.run(main(s))
         assert s.stop() == 0, s.log()
     assert [(call.call_id, result) for call, result in summary["tool_runs"]] == [
-        ("call_0", "391"), ("call_1", "notes/a.txt:2: The Hippo sleeps by day.")]
+        ("call_0", "391"), ("call_1", "notes/a.txt: 1 line")]
     assert lines[:2] == ["[tool result] call_0 calculator: 391",
-                         "[tool result] call_1 search_files: notes/a.txt:2: The Hippo sleeps by day."]
+                         "[tool result] call_1 search_files: notes/a.txt: 1 line"]
     assert lines[2].startswith("[round 1] finish "), lines
     u = usage_of(lines[2])
     assert u["output"] >= 1 and u["input"] > view["n_tokens"] + view["pending_tokens"]  # the results are in the context
