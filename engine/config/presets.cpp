@@ -194,15 +194,34 @@ ModelConfig wide() {
   return c;
 }
 
+// The shapes of the trained demo model (scripts/train_demo.py): tiny's layer schedule and every
+// structural feature at hidden 64, with 8 heads, wider experts, and an indexer that keeps 64 of the
+// compressed entries within the 8 x 16 candidate blocks (the demo's conversations reach ~2K tokens).
+// Embedding and head (2 x 16.5 MB in BF16) are most of it.
+ModelConfig demo() {
+  ModelConfig c = tiny();
+  TextConfig& t = c.text_config;
+  t.hidden_size = 64;
+  t.moe_intermediate_size = 128;
+  t.num_attention_heads = 8;
+  t.q_lora_rank = 64;
+  t.o_lora_rank = 64;
+  t.index_topk = 64;
+  t.candidate_topk_blocks = 8;
+  t.candidate_block_size = 16;
+  return c;
+}
+
 }  // namespace
 
-std::vector<std::string_view> preset_names() { return {"tiny", "small-fullkv", "wide"}; }
+std::vector<std::string_view> preset_names() { return {"tiny", "small-fullkv", "wide", "demo"}; }
 
 Result<ModelConfig> preset_config(std::string_view name, bool quantised) {
   ModelConfig config;
   if (name == "tiny") config = tiny();
   else if (name == "small-fullkv") config = small_fullkv();
   else if (name == "wide") config = wide();
+  else if (name == "demo") config = demo();
   else return make_error(ErrorCode::kInvalidArgument, "unknown preset '{}' (known: {})", name, fmt::join(preset_names(), ", "));
   if (quantised) config.quantization_config = QuantizationConfig{"fp8", "dynamic", {32, 32}, "ue8m0", "fp4"};
   Status valid = validate_model_config(config);

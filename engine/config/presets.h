@@ -1,5 +1,5 @@
 // Built-in model configs for `hippo model init`: small checkpoints in the V4.1 release layout that the
-// engine and its tests run on. Both presets use the real 129,280-token vocabulary (the real DeepSeek V4
+// engine and its tests run on. The presets use the real 129,280-token vocabulary (the real DeepSeek V4
 // tokenizer ships with them) and the release's special ids.
 //
 //   tiny          every structural feature of the release at small width: 12 layers = window-only
@@ -14,6 +14,8 @@
 //                 top-512, 2,048 candidate blocks of 8, experts 5120 x 2304) on four layers with four
 //                 routed experts and no DSpark stages: the code paths and kernel shapes the narrow
 //                 presets never reach, in about 3.3 GB.
+//   demo          tiny's schedule at hidden 64 with 8 heads and top-64 index selection: the shapes of
+//                 the trained demo model (scripts/train_demo.py), which starts from this init.
 #pragma once
 
 #include "base/status.h"

@@ -1,0 +1,437 @@
+#!/usr/bin/env python3
+"""Synthetic agent conversations for hippo's demo model (scripts/train_demo.py), seeded and
+reproducible, rendered to token ids by the `hippo` binary itself.
+
+    .venv/bin/python scripts/gen_agent_corpus.py --seed 1 --sessions 20000 --out DIR \\
+        [--hippo build/release/hippo] [--tokenizer .cache/deepseek-v4-tokenizer]
+
+writes, for each split (train, heldout):
+  DIR/{split}.jsonl         one session per line, a chat completions request whose messages end
+                            with the assistant's answer (`hippo model render`'s input), plus
+                            "task": what the session tests (its kinds and expected answers, for
+                            scripts/eval_demo.py)
+  DIR/{split}.tokens.jsonl  `hippo model render`'s output for it: {"ids", "answers": [[b, e], ...]}
+  DIR/manifest.json         seed, counts, token totals, the sha256 of every file
+
+What the sessions hold (a session is one to four tasks, each a user turn and the assistant's answer,
+with tool rounds between):
+  calc     arithmetic: the assistant calls `calculator` with the expression taken from the question
+           (operators written as symbols or words) and quotes the result
+  search   "which files mention X": `search_files` with X, the answer lists the paths it returned
+  both     a calculation and a search in one question: two calls in one block (the README's demo)
+  memory   remember / recall through the memory tools, within one session or from a fresh one
+  fact     a fact stated early and asked for later, answered from the conversation (no tool)
+  copy     repeat a passage exactly
+  chat     greetings, thanks, who are you
+Tool results are what examples/tool_agent.py returns for such calls (its TOOLS and INSTRUCTIONS are
+imported, so the trained model meets the example's exact prompt). A tenth of the sessions run in
+thinking mode with a short reasoning span. Call ids are numbered per session from call_0, as the
+runtime numbers the calls it parses.
+
+Held-out split: names, words, file names, fact keys and arithmetic questions are partitioned by a
+hash of their text, so a held-out session asks nothing that a training session asked.
+"""
+from __future__ import annotations
+
+import argparse
+import hashlib
+import json
+import random
+import subprocess
+import sys
+import zlib
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parent.parent
+sys.path.insert(0, str(ROOT / "examples"))
+import tool_agent  # noqa: E402  (the example's tools, schemas and instructions)
+
+SPLITS = ("train", "heldout")
+
+NAMES = """Ana Ben Carla Dmitri Elena Farid Greta Hugo Ines Jonas Kira Luca Mara Nils Olga Pavel Quinn Rosa
+Sami Tara Umar Vera Wim Xenia Yara Zoe Amir Bruno Celia Dario Emil Fiona Goran Hana Ivan Jana Karl Lena
+Milo Nora Oskar Petra Rafael Sofia Teo Uma Viktor Wanda Yusuf Zara Arne Bianca Cyril Dana Erik Flora Gil
+Heidi Igor Julia Kai Lotte Marco Nina Otto Pia Raul Selma Tomas Ulla Vince Willa Alba Boris Clara Dina
+Enzo Freya Gus Hilde Ilse Joel Kasia Leon Mila Noah Ola Pablo Rita Sven Tilda""".split()
+
+WORDS = """snapshot river garden budget invoice meeting planet engine kernel window cache token printer
+battery ticket harbor forest castle market bridge tunnel island desert rocket shadow lantern compass
+orchard violin marble canvas pepper walnut falcon badger otter heron beacon anchor saddle velvet copper
+silver timber quartz lemon cedar maple thistle meadow canyon glacier summit valley delta prairie tundra
+monsoon breeze thunder ember cinder crystal prism signal circuit module plugin socket router server
+ledger report draft outline chapter recipe menu schedule roster payroll receipt contract license patent
+survey census poll ballot agenda memo notice permit visa passport luggage cargo freight parcel courier
+helmet jacket glove boot scarf mitten blanket pillow mattress curtain carpet ladder bucket hammer chisel
+wrench pliers drill shovel rake hose sprinkler fence gate hinge latch bolt rivet gear pulley lever valve
+piston turbine boiler furnace chimney attic cellar pantry porch balcony terrace courtyard fountain statue
+tower dome arch column beam rafter shingle gutter drain pipe faucet sink kettle teapot saucer ladle whisk
+skillet oven toaster blender freezer""".split()
+
+EXTENSIONS = ["md", "txt", "rst", "log", "csv", "json", "py", "cpp", "toml", "yaml"]
+FOLDERS = ["", "", "", "notes/", "docs/", "src/", "reports/", "archive/", "drafts/", "data/"]
+
+FACT_KEYS = """locker code|favourite colour|dog's name|cat's name|meeting room|flight number|train platform|
+gate number|hotel room|parking spot|bike lock code|wifi password|project name|team name|lucky number|
+birthday|home town|car plate|desk number|badge id|order number|table number|seat number|account id|
+booking code|shoe size|favourite fruit|favourite song|sister's name|brother's name|manager's name|
+dentist's name|neighbour's name|street name|boat's name|horse's name|garage code|safe code|pin hint|
+backup day""".replace("\n", "").split("|")
+COLOURS = "red blue green yellow purple orange teal indigo crimson amber olive navy maroon ivory".split()
+
+CHAT = [
+    (["Hi!", "Hello!", "Hey there.", "Good morning!", "Hi, how are you?"],
+     ["Hello! How can I help you today?", "Hi! What can I do for you?", "Hello! I am ready when you are."]),
+    (["Thanks!", "Thank you.", "Great, thanks.", "Perfect, thank you!"],
+     ["You are welcome!", "Glad to help.", "Any time."]),
+    (["Who are you?", "What are you?", "What can you do?"],
+     ["I am a small demo assistant running on hippo. I can do arithmetic with a calculator, search files "
+      "and remember things for you.", "A small demo model served by hippo: I use tools to calculate, search "
+      "files and remember facts."]),
+    (["Bye!", "Goodbye.", "See you later."], ["Goodbye!", "See you!", "Bye! Come back any time."]),
+]
+
+CALC_QUESTIONS = ["What is {q}?", "Compute {q}.", "Calculate {q}, please.", "How much is {q}?", "what's {q}",
+                  "Please work out {q}.", "Can you tell me {q}?", "{q} = ?"]
+CALC_ANSWERS = ["{e} = {r}.", "The answer is {r}.", "{e} is {r}.", "It is {r}.", "{r}"]
+WORD_OPS = {"+": ["plus"], "-": ["minus"], "*": ["times", "multiplied by"], "/": ["divided by"]}
+SEARCH_QUESTIONS = ["Which docs mention {w}?", "Which of my files mention {w}?", "Search my files for '{w}'.",
+                    "Find the files that talk about {w}.", "Where is {w} mentioned?", "Which notes mention {w}?"]
+GLOB_QUESTIONS = [("Which markdown files mention {w}?", "*.md"), ("Which text files mention {w}?", "*.txt"),
+                  ("Which Python files mention {w}?", "*.py")]
+BOTH_QUESTIONS = ["What is {q}, and which docs mention {w}?", "Compute {q}. Also, which files mention {w}?",
+                  "Which docs mention {w}? And what is {q}?"]
+
+
+def heldout(text: str) -> bool:
+    """The split a name, word, key or question belongs to: a stable hash, one in eight held out."""
+    return zlib.crc32(text.encode()) % 8 == 0
+
+
+def pool(items, split):
+    chosen = [x for x in items if heldout(x) == (split == "heldout")]
+    assert chosen, "an empty pool"
+    return chosen
+
+
+def join_names(names):
+    return names[0] if len(names) == 1 else ", ".join(names[:-1]) + " and " + names[-1]
+
+
+def fmt_number(value) -> str:
+    return str(tool_agent.calculate(repr(value)))  # the tool's own formatting (3.5, 391, 1e+20)
+
+
+class Session:
+    """One conversation in the chat completions form, and what it asks (for evaluation)."""
+
+    def __init__(self, rng: random.Random, tools, instructions, thinking: bool):
+        self.rng = rng
+        self.tools = tools
+        self.messages = [{"role": "system", "content": instructions}] if instructions else []
+        self.thinking = thinking
+        self.n_calls = 0
+        self.tasks = []
+
+    def user(self, text):
+        self.messages.append({"role": "user", "content": text})
+
+    def answer(self, text, reasoning=None):
+        m = {"role": "assistant", "content": text}
+        if self.thinking:
+            m["reasoning_content"] = reasoning or ""
+        self.messages.append(m)
+
+    def calls(self, calls, reasoning=None):
+        """Calls (name, arguments dict, result) in one block, then their results."""
+        block = []
+        ids = []
+        for name, arguments, _ in calls:
+            ids.append(f"call_{self.n_calls}")
+            self.n_calls += 1
+            block.append({"id": ids[-1], "type": "function",
+                          "function": {"name": name, "arguments": json.dumps(arguments)}})
+        m = {"role": "assistant", "content": "", "tool_calls": block}
+        if self.thinking:
+            m["reasoning_content"] = reasoning or ""
+        self.messages.append(m)
+        for call_id, (_, _, result) in zip(ids, calls):
+            self.messages.append({"role": "tool", "tool_call_id": call_id, "content": result})
+
+    def request(self):
+        r = {"messages": self.messages, "task": self.tasks}
+        if self.tools:
+            r["tools"] = [{"type": "function", "function": t} for t in self.tools]
+        if self.thinking:
+            r["reasoning_effort"] = "medium"
+        return r
+
+
+class Generator:
+    def __init__(self, seed: int, split: str):
+        self.rng = random.Random(f"{seed}/{split}")
+        self.split = split
+        self.names = pool(NAMES, split)
+        self.words = pool(WORDS, split)
+        self.keys = pool(FACT_KEYS, split)
+        self.files = self._file_names()
+
+    def _file_names(self):
+        rng = random.Random(f"files/{self.split}")
+        names = set()
+        while len(names) < 400:
+            a, b = rng.choice(WORDS), rng.choice(WORDS)
+            name = f"{rng.choice(FOLDERS)}{a}{rng.choice(['-', '_', ''])}{b}.{rng.choice(EXTENSIONS)}"
+            if heldout(name) == (self.split == "heldout"):
+                names.add(name)
+        return sorted(names)
+
+    # ---- values ----
+
+    def expression(self):
+        """(question text, expression the calculator gets, result text), in this split only."""
+        rng = self.rng
+        while True:
+            kind = rng.random()
+            small = lambda: rng.randint(2, 99)  # noqa: E731
+            big = lambda: rng.randint(2, 9999)  # noqa: E731
+            if kind < 0.55:
+                op = rng.choice(["+", "-", "*", "*", "/"])
+                a, b = (big(), big()) if op in "+-" else (small() if rng.random() < 0.5 else big(), small())
+                if op == "/" and rng.random() < 0.7:
+                    a = a * b  # mostly exact divisions
+                expr = f"{a} {op} {b}"
+                words = rng.random() < 0.3
+                question = f"{a} {rng.choice(WORD_OPS[op])} {b}" if words else expr
+            elif kind < 0.75:
+                a, b, c = small(), small(), small()
+                o1, o2 = rng.choice("+-*"), rng.choice("+-*")
+                expr = f"({a} {o1} {b}) {o2} {c}" if rng.random() < 0.5 else f"{a} {o1} {b} {o2} {c}"
+                question = expr
+            elif kind < 0.85:
+                a, b = rng.randint(2, 12), rng.randint(2, 10)
+                expr = f"{a}**{b}"
+                question = expr if rng.random() < 0.5 else f"{a} to the power of {b}"
+            elif kind < 0.93:
+                n = rng.randint(2, 99) ** 2 if rng.random() < 0.7 else rng.randint(2, 999)
+                expr = f"sqrt({n})"
+                question = expr if rng.random() < 0.5 else f"the square root of {n}"
+            else:
+                a, b = big(), small()
+                op = rng.choice(["%", "//"])
+                expr = f"{a} {op} {b}"
+                question = expr
+            if heldout(expr) != (self.split == "heldout"):
+                continue
+            try:
+                result = str(tool_agent.calculate(expr))
+            except tool_agent.CalculatorError as e:
+                result = f"error: {e}"
+            return question, expr, result
+
+    def listing(self, word):
+        """What search_files returns for a word: some files with counts, or none."""
+        rng = self.rng
+        n = rng.choice([0, 1, 1, 2, 2, 3, 3, 4, 5, 6])
+        files = sorted(rng.sample(self.files, n))
+        if not files:
+            folder = rng.choice(["docs", "notes", "files", "project", "work"])
+            return files, f"no file under {folder} contains {word!r}"
+        lines = []
+        for f in files:
+            k = rng.choice([1, 1, 2, 3, 4, 7, 12])
+            lines.append(f"{f}: {k} line{'s' if k > 1 else ''}")
+        return files, "\n".join(lines)
+
+    def fact_value(self, key):
+        rng = self.rng
+        if "name" in key:
+            return rng.choice(self.names)
+        if "colour" in key:
+            return rng.choice(COLOURS)
+        if "fruit" in key or "song" in key or "town" in key or "street" in key or "day" in key or "hint" in key:
+            return rng.choice(self.words)
+        if "password" in key or "code" in key or "plate" in key or "id" in key:
+            return f"{rng.choice('ABCDEFGHKMNPRSTXZ')}{rng.choice('ABCDEFGHKMNPRSTXZ')}-{rng.randint(10, 9999)}"
+        return str(rng.randint(1, 999))
+
+    # ---- tasks (each appends one user turn and the rounds that answer it) ----
+
+    def task_calc(self, s: Session):
+        question, expr, result = self.expression()
+        s.user(self.rng.choice(CALC_QUESTIONS).format(q=question))
+        s.calls([("calculator", {"expression": expr}, result)],
+                reasoning=f"The user wants {question}; the calculator computes it exactly.")
+        if result.startswith("error: "):
+            s.answer(f"The calculator could not compute {expr}: {result[7:]}.")
+        else:
+            s.answer(self.rng.choice(CALC_ANSWERS).format(e=expr, r=result), reasoning=f"The result is {result}.")
+        facts = [result[7:]] if result.startswith("error: ") else [result]
+        s.tasks.append({"kind": "calc", "call": ["calculator", {"expression": expr}], "expect": facts})
+
+    def search_call(self, s: Session, word):
+        glob = None
+        if self.rng.random() < 0.15:
+            template, glob = self.rng.choice(GLOB_QUESTIONS)
+            question = template.format(w=word)
+        else:
+            question = self.rng.choice(SEARCH_QUESTIONS).format(w=word)
+        files, result = self.listing(word)
+        if glob:
+            suffix = glob[1:]
+            files = [f for f in files if f.endswith(suffix)]
+            result = "\n".join(line for line in result.splitlines() if line.split(":")[0].endswith(suffix)) or \
+                f"no file under docs contains {word!r}"
+        arguments = {"text": word} if glob is None else {"text": word, "glob": glob}
+        return question, arguments, files, result
+
+    def search_answer(self, word, files):
+        if not files:
+            return self.rng.choice([f"No file mentions {word}.", f"I found no file that mentions {word}."])
+        names = join_names(files)
+        return self.rng.choice([f"{word} is mentioned in {names}.", f"The files that mention {word}: {names}.",
+                                f"These files mention {word}: {names}."])
+
+    def task_search(self, s: Session):
+        word = self.rng.choice(self.words)
+        question, arguments, files, result = self.search_call(s, word)
+        s.user(question)
+        s.calls([("search_files", arguments, result)], reasoning=f"I will search the files for {word}.")
+        s.answer(self.search_answer(word, files))
+        s.tasks.append({"kind": "search", "call": ["search_files", arguments], "expect": files or [word]})
+
+    def task_both(self, s: Session):
+        question, expr, result = self.expression()
+        word = self.rng.choice(self.words)
+        files, listing = self.listing(word)
+        s.user(self.rng.choice(BOTH_QUESTIONS).format(q=question, w=word))
+        s.calls([("calculator", {"expression": expr}, result), ("search_files", {"text": word}, listing)],
+                reasoning="Two tools: the calculator and the file search.")
+        calc = f"{expr} = {result}." if not result.startswith("error: ") else f"{expr} cannot be computed."
+        s.answer(f"{calc} {self.search_answer(word, files)}")
+        facts = [expr] if result.startswith("error: ") else [result]
+        s.tasks.append({"kind": "both", "call": ["calculator", {"expression": expr}], "expect": facts + (files or [word])})
+
+    def task_memory(self, s: Session):
+        key = self.rng.choice(self.keys)
+        value = self.fact_value(key)
+        s.user(self.rng.choice([f"Remember that my {key} is {value}.", f"Please remember: my {key} is {value}.",
+                                f"Note down my {key}: {value}."]))
+        s.calls([("remember", {"key": key, "value": value}, f"remembered {key!r}")])
+        s.answer(self.rng.choice([f"Noted: your {key} is {value}.", f"I will remember that your {key} is {value}.",
+                                  "Done, I remembered it."]))
+        self.fillers(s, self.rng.randint(0, 2))
+        s.user(self.rng.choice([f"What is my {key}?", f"Can you recall my {key}?", f"Remind me of my {key}."]))
+        s.calls([("recall", {"key": key}, value)])
+        s.answer(f"Your {key} is {value}.")
+        s.tasks.append({"kind": "memory", "call": ["recall", {"key": key}], "expect": [value]})
+
+    def task_recall_missing(self, s: Session):
+        key = self.rng.choice(self.keys)
+        s.user(self.rng.choice([f"What is my {key}?", f"Can you recall my {key}?"]))
+        s.calls([("recall", {"key": key}, f"nothing is remembered under {key!r}")])
+        s.answer(f"I have nothing remembered about your {key}.")
+        s.tasks.append({"kind": "memory_missing", "call": ["recall", {"key": key}], "expect": [key]})
+
+    def task_fact(self, s: Session):
+        key = self.rng.choice(self.keys)
+        value = self.fact_value(key)
+        s.user(self.rng.choice([f"My {key} is {value}.", f"For later: my {key} is {value}.",
+                                f"Just so you know, my {key} is {value}."]))
+        s.answer(self.rng.choice(["Got it.", "Okay, noted.", "Thanks, I will keep that in mind."]))
+        self.fillers(s, self.rng.randint(1, 4))
+        s.user(self.rng.choice([f"What is my {key}?", f"What did I say my {key} was?", f"Remind me: my {key}?"]))
+        s.answer(f"Your {key} is {value}.")
+        s.tasks.append({"kind": "fact", "expect": [value]})
+
+    def passage(self, n):
+        return " ".join(self.rng.choice(self.words + self.names) for _ in range(n))
+
+    def task_copy(self, s: Session):
+        text = self.passage(self.rng.randint(3, 30))
+        s.user(self.rng.choice([f"Repeat this exactly: {text}", f"Say back to me: {text}", f"Copy: {text}"]))
+        s.answer(text)
+        s.tasks.append({"kind": "copy", "expect": [text]})
+
+    def task_chat(self, s: Session):
+        asks, replies = self.rng.choice(CHAT)
+        s.user(self.rng.choice(asks))
+        s.answer(self.rng.choice(replies))
+        s.tasks.append({"kind": "chat"})
+
+    def fillers(self, s: Session, n):
+        for _ in range(n):
+            self.rng.choice([self.task_chat, self.task_copy] + ([self.task_calc] if s.tools else []))(s)
+
+    def single_task(self, kind: str) -> dict:
+        """A session of one task of this kind, in the tool agent's setting (scripts/eval_demo.py)."""
+        s = Session(self.rng, tool_agent.TOOLS, tool_agent.INSTRUCTIONS, False)
+        {"calc": self.task_calc, "search": self.task_search, "both": self.task_both, "memory": self.task_memory,
+         "memory_missing": self.task_recall_missing, "fact": self.task_fact, "copy": self.task_copy}[kind](s)
+        return s.request()
+
+    def session(self) -> dict:
+        rng = self.rng
+        style = rng.random()
+        thinking = rng.random() < 0.1
+        if style < 0.6:
+            s = Session(rng, tool_agent.TOOLS, tool_agent.INSTRUCTIONS, thinking)
+            tasks = [self.task_calc, self.task_calc, self.task_search, self.task_both, self.task_both,
+                     self.task_memory, self.task_recall_missing, self.task_fact, self.task_chat]
+        elif style < 0.75:
+            calculator = [t for t in tool_agent.TOOLS if t["name"] == "calculator"]
+            s = Session(rng, calculator, rng.choice(["", "You are a helpful assistant.", "Answer briefly."]), thinking)
+            tasks = [self.task_calc, self.task_calc, self.task_calc, self.task_fact, self.task_chat]
+        else:
+            s = Session(rng, [], rng.choice(["", "", "You are a helpful assistant.", "Be brief."]), False)
+            tasks = [self.task_fact, self.task_fact, self.task_copy, self.task_copy, self.task_chat]
+        for _ in range(rng.choice([1, 1, 2, 2, 3, 4])):
+            rng.choice(tasks)(s)
+        return s.request()
+
+
+def render(hippo: str, tokenizer: str, requests_path: Path, out_path: Path):
+    with open(out_path, "w") as out:
+        r = subprocess.run([hippo, "--log-level", "warn", "model", "render", "--tokenizer", tokenizer,
+                            "--in", str(requests_path)], stdout=out, stderr=subprocess.PIPE, text=True)
+    if r.returncode != 0:
+        raise SystemExit(f"hippo model render failed: {r.stderr.strip()}")
+
+
+def sha256(path: Path) -> str:
+    return hashlib.sha256(path.read_bytes()).hexdigest()
+
+
+def main(argv=None):
+    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    parser.add_argument("--seed", type=int, default=1)
+    parser.add_argument("--sessions", type=int, default=20000, help="training sessions (held out: a tenth)")
+    parser.add_argument("--out", type=Path, required=True)
+    parser.add_argument("--hippo", default=str(ROOT / "build/release/hippo"))
+    parser.add_argument("--tokenizer", default=str(ROOT / ".cache/deepseek-v4-tokenizer"))
+    args = parser.parse_args(argv)
+    args.out.mkdir(parents=True, exist_ok=True)
+    manifest = {"seed": args.seed, "splits": {}}
+    for split, n in (("train", args.sessions), ("heldout", max(args.sessions // 10, 100))):
+        gen = Generator(args.seed, split)
+        requests_path = args.out / f"{split}.jsonl"
+        with open(requests_path, "w") as f:
+            for _ in range(n):
+                f.write(json.dumps(gen.session(), ensure_ascii=False) + "\n")
+        tokens_path = args.out / f"{split}.tokens.jsonl"
+        render(args.hippo, args.tokenizer, requests_path, tokens_path)
+        n_tokens = n_answer = longest = 0
+        with open(tokens_path) as f:
+            for line in f:
+                d = json.loads(line)
+                n_tokens += len(d["ids"])
+                n_answer += sum(e - b for b, e in d["answers"])
+                longest = max(longest, len(d["ids"]))
+        manifest["splits"][split] = {"sessions": n, "tokens": n_tokens, "answer_tokens": n_answer,
+                                     "longest": longest, "sha256": {p.name: sha256(p) for p in (requests_path, tokens_path)}}
+        print(f"gen_agent_corpus: {split}: {n} sessions, {n_tokens} tokens ({n_answer} generated), longest {longest}",
+              file=sys.stderr)
+    (args.out / "manifest.json").write_text(json.dumps(manifest, indent=2) + "\n")
+
+
+if __name__ == "__main__":
+    main()
