@@ -241,7 +241,8 @@ class Trainer:
 def export(args):
     """The trained weights written into a copy of the init checkpoint, tensor by tensor in its own
     dtypes (BF16, F32, FP8 E4M3 with UE8M0 block scales, packed FP4 E2M1 with UE8M0 per 32); the head
-    rows of the ids the corpus never used are zero. DSpark stages and vision keep the init."""
+    and embedding rows of the ids the corpus never used are zero. DSpark stages and vision keep the
+    init."""
     import shutil
 
     import torch
@@ -255,15 +256,23 @@ def export(args):
 
     saved = torch.load(run / "state.pt", weights_only=False)
     model.load_state_dict(saved["model"])
+    used = torch.tensor(saved["used"])
     head = torch.zeros_like(model.lm_head.weight)
-    head[torch.tensor(saved["used"])] = saved["head"]
+    head[used] = saved["head"]
     model.lm_head.weight.data.copy_(head)
+    # The embedding rows of ids the corpus never used kept their random init (no gradient reached
+    # them): zero, so that such an input is neutral (and the shard compresses in git).
+    embed = model.model.embed.weight.data
+    kept_rows = embed[used].clone()
+    embed.zero_()
+    embed[used] = kept_rows
     params = dict(model.named_parameters())
     block = tuple(quant["weight_block_size"])
     out = Path(args.out)
-    if out.exists():
-        shutil.rmtree(out)
-    out.mkdir(parents=True)
+    out.mkdir(parents=True, exist_ok=True)
+    for old in out.iterdir():  # a previous export; its README.md stays
+        if old.name != "README.md":
+            old.unlink()
     index = json.loads((init / "model.safetensors.index.json").read_text())
     shards = sorted(set(index["weight_map"].values()))
     replaced = kept = 0
@@ -316,7 +325,7 @@ def write_provenance(out: Path, saved: dict, run: Path) -> None:
     last = json.loads((run / "log.jsonl").read_text().splitlines()[-1])
     files = {}
     for path in sorted(out.iterdir()):
-        if path.name != "provenance.json":
+        if path.name not in ("provenance.json", "README.md"):
             files[path.name] = {"bytes": path.stat().st_size, "sha256": hashlib.sha256(path.read_bytes()).hexdigest()}
     manifest = json.loads((corpus / "manifest.json").read_text())
     provenance = {
