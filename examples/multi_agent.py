@@ -10,8 +10,9 @@ answers in the same session, so its first turn is still in its context (usage sh
 
 (from the repository root, with `build/release/hippo serve` running there: examples/README.md).
 
-With the default tiny random model the words are gibberish (and its plan rarely has usable lines,
-so the parts fall back to "part i of n"); the orchestration is real all the same.
+The default model (a small demo model trained on tool-calling chats, models/demo/README.md) was
+never trained on planning, so its plan rarely has usable lines and the parts fall back to "part i of
+n"; the orchestration is real all the same.
 """
 import argparse
 import asyncio

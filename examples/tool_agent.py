@@ -12,9 +12,10 @@ text or --max-rounds is reached.
 
 (from the repository root, with `build/release/hippo serve` running there: examples/README.md).
 
-The default model of `hippo serve` is a tiny checkpoint with random weights: it writes gibberish
-and rarely calls a tool, so with it the agent usually ends after one round. The tools run on their
-own too, without a server:
+The default model of `hippo serve` is a small model trained here (models/demo/README.md): it calls
+the right tools in one block, with arguments of the right form, and answers on their results, but it
+does not yet copy the question's numbers and words into the calls. The tools run on their own too,
+without a server:
 
     .venv/bin/python examples/tool_agent.py --call calculator '{"expression": "2**10 - 24"}'
 """
@@ -30,26 +31,8 @@ import sys
 
 from hippo_agents import CLIENT_ERRORS, AgentsClient, add_connection_arguments, explain, format_usage
 
-TOOLS = [
-    {"name": "calculator",
-     "description": "Evaluates an arithmetic expression exactly: numbers, + - * / // % **, parentheses, "
-                    "and the functions abs, round, min, max, sqrt.",
-     "parameters": {"type": "object", "properties": {"expression": {"type": "string"}}, "required": ["expression"]}},
-    {"name": "search_files",
-     "description": "Finds the files under the agent's folder that contain a text (case-insensitive); returns "
-                    "each file's path and how many of its lines match.",
-     "parameters": {"type": "object",
-                    "properties": {"text": {"type": "string"},
-                                   "glob": {"type": "string", "description": "only paths that match, e.g. *.md"}},
-                    "required": ["text"]}},
-    {"name": "remember",
-     "description": "Keeps a value under a key in the agent's memory (replacing an earlier value).",
-     "parameters": {"type": "object", "properties": {"key": {"type": "string"}, "value": {"type": "string"}},
-                    "required": ["key", "value"]}},
-    {"name": "recall",
-     "description": "Returns the value kept under a key in the agent's memory.",
-     "parameters": {"type": "object", "properties": {"key": {"type": "string"}}, "required": ["key"]}},
-]
+# The tools' declarations, shared with `hippo chat --tools examples/tools.json`.
+TOOLS = json.loads((pathlib.Path(__file__).with_name("tools.json")).read_text())
 
 INSTRUCTIONS = ("You are a careful assistant with tools. Use calculator for any arithmetic and search_files to "
                 "look things up in the user's files; answer once you have what you need.")

@@ -2,6 +2,7 @@
 // checkpoint's (or a bare config.json's) structure, parameter counts and KV bytes per token; `render`
 // is model_render.cpp.
 #include "api/cli/cli.h"
+#include "api/cli/default_model.h"
 #include "base/log.h"
 #include "engine/config/layer_schedule.h"
 #include "engine/config/presets.h"
@@ -26,15 +27,12 @@ namespace {
 namespace fs = std::filesystem;
 using engine::ModelConfig;
 
-// Where scripts/setup puts the DeepSeek V4 tokenizer, in the source tree this binary was built from.
-const std::string kDefaultTokenizerDir = std::string(HIPPO_SOURCE_DIR) + "/.cache/deepseek-v4-tokenizer";
-
 struct InitCommand {
   std::string preset;
   uint64_t seed = 0;
   std::string out_dir;
   std::string format = "quantised";
-  std::string tokenizer_dir = kDefaultTokenizerDir;
+  std::string tokenizer_dir = default_tokenizer_dir();
   uint64_t max_shard_bytes = engine::kDefaultMaxShardBytes;
 };
 

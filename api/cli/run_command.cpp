@@ -1,7 +1,9 @@
-// `hippo run --model DIR --prompt TEXT | --prompt-file FILE`: one generation from the command line.
+// `hippo run [--model DIR] --prompt TEXT | --prompt-file FILE`: one generation from the command line,
+// on the embedded default model (default_model.h) unless --model names a checkpoint.
 // The prompt is rendered as a one-message chat (or taken as raw text with --raw), prefilled through
 // the encoder/decoder plan with a progress line on stderr, and the answer is streamed to stdout.
 #include "api/cli/cli.h"
+#include "api/cli/default_model.h"
 #include "base/log.h"
 #include "engine/model/model.h"
 #include "engine/sampling/sampler.h"
@@ -24,6 +26,7 @@ namespace {
 
 struct RunCommand {
   std::string model_dir;
+  std::string tokenizer_dir = default_tokenizer_dir();
   std::string prompt;
   std::string prompt_file;
   bool raw = false;
@@ -59,7 +62,11 @@ Result<std::vector<int32_t>> prompt_tokens(const RunCommand& cmd, const tokenize
   return tokenizer::encode_prompt(tok, rendered);
 }
 
-Status run_generation(const RunCommand& cmd, std::ostream& out) {
+Status run_generation(RunCommand cmd, std::ostream& out) {
+  if (cmd.model_dir.empty()) {
+    HIPPO_RETURN_IF_ERROR(ensure_default_model(cmd.tokenizer_dir));
+    cmd.model_dir = kDefaultModelDir;
+  }
   const auto load_start = std::chrono::steady_clock::now();
   engine::ModelOptions options;
   options.n_threads = cmd.threads;
@@ -126,7 +133,11 @@ Status run_generation(const RunCommand& cmd, std::ostream& out) {
 void add_run_command(CLI::App& app, Invocation& inv) {
   auto cmd = std::make_shared<RunCommand>();
   CLI::App* run = app.add_subcommand("run", "Generate from a prompt on the command line");
-  run->add_option("--model", cmd->model_dir, "Checkpoint directory (config.json, shards, tokenizer.json)")->required();
+  run->add_option("--model", cmd->model_dir,
+                  "Checkpoint directory (config.json, shards, tokenizer.json); default: the embedded default model "
+                  "(the trained demo model) in models/default");
+  run->add_option("--tokenizer", cmd->tokenizer_dir, "Directory holding tokenizer.json, for the embedded default model")
+      ->capture_default_str();
   auto* prompt = run->add_option("--prompt", cmd->prompt, "The prompt text");
   auto* file = run->add_option("--prompt-file", cmd->prompt_file, "Read the prompt from this file");
   prompt->excludes(file);

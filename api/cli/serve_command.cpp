@@ -1,22 +1,19 @@
 // `hippo serve`: the WebSocket + HTTP agent server (api/server/, docs/protocol.md) on one model and
-// one SQLite database. Without --model it serves the embedded default model: the `tiny` preset,
-// seed 0, written by the same code as `hippo model init --preset tiny --seed 0` into
-// models/default under the working directory the first time. Requests need an API key of the
+// one SQLite database. Without --model it serves the embedded default model, the trained demo
+// checkpoint (default_model.h), copied into models/default under the working directory the first time. Requests need an API key of the
 // database (`hippo key`); a first start on a database without any makes one and shows it once.
 #include "agents/runtime.h"
 #include "api/cli/cli.h"
+#include "api/cli/default_model.h"
 #include "api/server/auth.h"
 #include "api/server/server.h"
 #include "base/log.h"
-#include "engine/config/presets.h"
 #include "engine/model/model.h"
 #include "engine/tokenizer/tokenizer.h"
-#include "engine/weights/init_checkpoint.h"
 #include "kernels/backend_registry.h"
 
 #include <boost/asio/ip/address.hpp>
 #include <fmt/format.h>
-#include <unistd.h>
 
 #include <chrono>
 #include <filesystem>
@@ -29,13 +26,10 @@ namespace {
 
 namespace fs = std::filesystem;
 
-// Where scripts/setup puts the DeepSeek V4 tokenizer, in the source tree this binary was built from.
-const std::string kDefaultTokenizerDir = std::string(HIPPO_SOURCE_DIR) + "/.cache/deepseek-v4-tokenizer";
-constexpr const char* kDefaultModelDir = "models/default";
 
 struct ServeCommand {
   std::string model_dir;
-  std::string tokenizer_dir = kDefaultTokenizerDir;
+  std::string tokenizer_dir = default_tokenizer_dir();
   std::string db = "hippo.db";
   std::string bind = "127.0.0.1";
   uint16_t port = 8080;
@@ -86,32 +80,6 @@ void show_first_key(const std::string& key, const std::string& db) {
             << std::flush;
 }
 
-// Writes the embedded default model once (to a temporary folder first, so that an interrupted
-// write never leaves a half checkpoint where the next start would load it).
-Status ensure_default_model(const ServeCommand& cmd) {
-  std::error_code ec;
-  if (fs::exists(fs::path(kDefaultModelDir) / "config.json", ec)) return Status::ok_status();
-  log::info("writing the embedded default model", {{"dir", kDefaultModelDir}, {"preset", "tiny"}, {"seed", 0},
-                                                   {"tokenizer", cmd.tokenizer_dir}});
-  HIPPO_ASSIGN_OR_RETURN(engine::ModelConfig config, engine::preset_config("tiny", /*quantised=*/true));
-  const fs::path partial = fmt::format("{}.partial-{}", kDefaultModelDir, ::getpid());
-  fs::remove_all(partial, ec);
-  engine::InitOptions options;
-  options.seed = 0;
-  options.out_dir = partial.string();
-  options.tokenizer_dir = cmd.tokenizer_dir;
-  HIPPO_ASSIGN_OR_RETURN(engine::InitResult written, engine::init_checkpoint(config, options));
-  fs::rename(partial, kDefaultModelDir, ec);
-  if (ec && !fs::exists(fs::path(kDefaultModelDir) / "config.json")) {
-    return make_error(ErrorCode::kIoError, "cannot move the default model from {} to {}: {}", partial.string(),
-                      kDefaultModelDir, ec.message());
-  }
-  fs::remove_all(partial, ec);  // another process won the race
-  log::info("embedded default model written", {{"dir", kDefaultModelDir}, {"tensors", written.n_tensors},
-                                                {"bytes", written.tensor_bytes}});
-  return Status::ok_status();
-}
-
 // The id /v1/models lists: the checkpoint folder's name.
 std::string model_id_for(const std::string& dir) {
   fs::path p = fs::path(dir).lexically_normal();
@@ -132,7 +100,7 @@ Status run_server(const ServeCommand& cmd, std::ostream& out) {
 
   std::string model_dir = cmd.model_dir;
   if (model_dir.empty()) {
-    HIPPO_RETURN_IF_ERROR(ensure_default_model(cmd));
+    HIPPO_RETURN_IF_ERROR(ensure_default_model(cmd.tokenizer_dir));
     model_dir = kDefaultModelDir;
   }
   const auto start = std::chrono::steady_clock::now();
@@ -198,7 +166,7 @@ void add_serve_command(CLI::App& app, Invocation& inv) {
   auto cmd = std::make_shared<ServeCommand>();
   CLI::App* serve = app.add_subcommand("serve", "Run the WebSocket + HTTP agent server");
   serve->add_option("--model", cmd->model_dir,
-                    "Checkpoint directory; default: the embedded default model (tiny preset, seed 0) in models/default");
+                    "Checkpoint directory; default: the embedded default model (the trained demo model) in models/default");
   serve->add_option("--tokenizer", cmd->tokenizer_dir, "Directory holding tokenizer.json, for the embedded default model")
       ->capture_default_str();
   serve->add_option("--db", cmd->db, "SQLite database of the sessions")->capture_default_str();

@@ -370,7 +370,7 @@ def check_example_output(argv, out):
         tool = option("--call", "")
         assert out.strip() and not out.startswith("error"), out
         if tool == "search_files":
-            assert all(re.match(r"\S+:\d+: |\.\.\. and \d+ more$", line) for line in out.splitlines()), out
+            assert all(re.match(r"\S+: \d+ lines?$|\.\.\. and \d+ more files$", line) for line in out.splitlines()), out
         elif tool == "calculator":
             float(out)
     elif name == "tool_agent.py":

@@ -390,15 +390,23 @@ def test_sigterm_snapshots_and_a_restarted_server_resumes(checkpoint, tmp_path):
 def test_embedded_default_model_and_env_settings(tmp_path):
     import os
     env = {"HIPPO_TOKENIZER": os.environ["HIPPO_TOKENIZER_DIR"], "HIPPO_DB": str(tmp_path / "env.db")}
+    # An older default (the random `tiny` checkpoint that earlier versions wrote there) is replaced.
+    (tmp_path / "models").mkdir()
+    make_checkpoint(tmp_path / "models").rename(tmp_path / "models" / "default")
+    demo = pathlib.Path(__file__).resolve().parents[2] / "models" / "demo"
     with Server(tmp_path, env=env) as s:
-        assert (tmp_path / "models" / "default" / "config.json").exists()
-        assert "writing the embedded default model" in s.log()
+        default = tmp_path / "models" / "default"
+        assert (default / "provenance.json").read_bytes() == (demo / "provenance.json").read_bytes()
+        assert (default / "config.json").read_bytes() == (demo / "config.json").read_bytes()
+        assert (default / "tokenizer.json").exists()
+        assert "copying the embedded default model" in s.log()
         _, _, body = s.get("/v1/models")
         assert [m["id"] for m in json.loads(body)["data"]] == ["default"]
         assert s.stop() == 0, s.log()
     assert (tmp_path / "env.db").exists()
-    with Server(tmp_path, env=env, name="again") as s:  # written once
-        assert "writing the embedded default model" not in s.log()
+    assert sorted(p.name for p in (tmp_path / "models").iterdir()) == ["default"]
+    with Server(tmp_path, env=env, name="again") as s:  # copied once
+        assert "copying the embedded default model" not in s.log()
         assert s.stop() == 0
 
 

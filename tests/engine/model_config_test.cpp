@@ -189,7 +189,7 @@ TEST_CASE("the tiny preset keeps every structural feature of the release", "[con
   CHECK(t.num_experts_per_tok < t.n_routed_experts);
   CHECK(t.n_shared_experts == 1);
   CHECK(t.num_nextn_predict_layers == 3);
-  CHECK(preset_config("huge", true).status().message() == "unknown preset 'huge' (known: tiny, small-fullkv, wide)");
+  CHECK(preset_config("huge", true).status().message() == "unknown preset 'huge' (known: tiny, small-fullkv, wide, demo)");
 }
 
 TEST_CASE("the wide preset has the release's attention, indexer, compressor and expert shapes", "[config]") {

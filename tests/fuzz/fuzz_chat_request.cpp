@@ -7,7 +7,9 @@
 // - an accepted request is for the served model, is a conversation the agents layer takes (it ends
 //   with a user message or tool results, each of which answers an open call), has sampling values in the
 //   documented ranges and settings that survive the sessions table, and written back as a request
-//   it parses again to the same request.
+//   it parses again to the same request;
+// - the same body as a finished conversation (parse_chat_transcript) ends with the answer if it
+//   parses, and never parses both ways.
 #include "agents/agent_types.h"
 #include "api/server/openai_chat.h"
 #include "base/status.h"
@@ -163,5 +165,15 @@ extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
   hippo::Result<openai::ChatRequest> r = openai::parse_chat_request(body, kModel, kDefaultMaxOutputTokens);
   if (r.ok()) check_accepted(*r, body);
   else check_rejected(r.status(), body);
+  // The same bytes as a finished conversation (`hippo model render`): one that parses ends with the
+  // assistant's answer, and a request never parses as one (they end differently).
+  hippo::Result<openai::ChatRequest> transcript = openai::parse_chat_transcript(body);
+  if (transcript.ok()) {
+    HIPPO_FUZZ_CHECK(!transcript->inputs.empty() && transcript->inputs.back().kind == InputItem::Kind::kAssistantMessage,
+                     "a parsed finished conversation does not end with the answer");
+    HIPPO_FUZZ_CHECK(!r.ok(), "a body parses both as a request and as a finished conversation");
+  } else {
+    HIPPO_FUZZ_CHECK(!transcript.status().message().empty(), "a refused finished conversation without a message");
+  }
   return 0;
 }
