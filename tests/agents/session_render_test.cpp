@@ -3,23 +3,15 @@
 #include "agents/response_job.h"
 #include "agents/session_render.h"
 #include "engine/tokenizer/tokenizer.h"
-#include "tests/engine/test_paths.h"
+#include "tests/agents/test_tokenizer.h"
 
 #include <catch2/catch.hpp>
 
-#include <filesystem>
 
 namespace hippo::agents {
 namespace {
 
-const tokenizer::Tokenizer& tok() {
-  static tokenizer::Tokenizer t = [] {
-    auto loaded = tokenizer::Tokenizer::load(std::filesystem::path(engine::testing::tokenizer_dir()) / "tokenizer.json");
-    REQUIRE(loaded.ok());
-    return std::move(loaded.value());
-  }();
-  return t;
-}
+const tokenizer::Tokenizer& tok() { return testing::real_tokenizer(); }
 
 InputItem item(InputItem::Kind kind, std::string content, std::string call_id = {}) {
   InputItem i;
