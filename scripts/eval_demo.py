@@ -24,6 +24,7 @@ measures instead how often the model recalls a fact stated that many tokens befo
 from __future__ import annotations
 
 import argparse
+import contextlib
 import json
 import pathlib
 import re
@@ -67,6 +68,20 @@ class Server:
         self.proc.terminate()
         self.proc.wait(timeout=60)
         self.out.close()
+
+
+@contextlib.contextmanager
+def served_model(args, timeout: float):
+    """An `openai` client of a `hippo serve` on the model of args, and the model's id."""
+    from openai import OpenAI
+
+    with tempfile.TemporaryDirectory() as tmp:
+        server = Server(args.hippo, args.model_dir, args.tokenizer, pathlib.Path(tmp))
+        try:
+            client = OpenAI(base_url=server.url, api_key=server.api_key, max_retries=0, timeout=timeout)
+            yield client, client.models.list().data[0].id
+        finally:
+            server.close()
 
 
 def play(client, model: str, task: dict, max_tokens: int):
@@ -150,8 +165,6 @@ def main(argv=None):
                         "tasks, recall of a fact stated that far back, --tasks trials each")
     parser.add_argument("--json", type=pathlib.Path)
     args = parser.parse_args(argv)
-    from openai import OpenAI
-
     generator = gen_agent_corpus.Generator(args.seed, "heldout")
     if args.recall:
         return main_recall(args, generator, [int(d) for d in args.recall.split(",")])
@@ -160,22 +173,16 @@ def main(argv=None):
     results = {kind: [] for kind in kinds}
     tools_right = {kind: [] for kind in kinds}
     records = []
-    with tempfile.TemporaryDirectory() as tmp:
-        server = Server(args.hippo, args.model_dir, args.tokenizer, pathlib.Path(tmp))
-        try:
-            client = OpenAI(base_url=server.url, api_key=server.api_key, max_retries=0, timeout=300)
-            model = client.models.list().data[0].id
-            start = time.time()
-            for n, (kind, task) in enumerate(tasks, 1):
-                solved, why, transcript, right = play(client, model, task, args.max_tokens)
-                results[kind].append(solved)
-                tools_right[kind].append(right)
-                records.append({"kind": kind, "solved": solved, "right_tools": right, "why": why, "task": task,
-                                "model": transcript})
-                if n % 10 == 0 or n == len(tasks):
-                    print(f"eval_demo: {n}/{len(tasks)} tasks, {time.time() - start:.0f} s", file=sys.stderr, flush=True)
-        finally:
-            server.close()
+    with served_model(args, timeout=300) as (client, model):
+        start = time.time()
+        for n, (kind, task) in enumerate(tasks, 1):
+            solved, why, transcript, right = play(client, model, task, args.max_tokens)
+            results[kind].append(solved)
+            tools_right[kind].append(right)
+            records.append({"kind": kind, "solved": solved, "right_tools": right, "why": why, "task": task,
+                            "model": transcript})
+            if n % 10 == 0 or n == len(tasks):
+                print(f"eval_demo: {n}/{len(tasks)} tasks, {time.time() - start:.0f} s", file=sys.stderr, flush=True)
     print(f"{'kind':<15} {'solved':>10} {'':>6}  {'right tools':>11}")
     for kind in kinds + ["all"]:
         ok = results[kind] if kind != "all" else [x for k in kinds for x in results[k]]
@@ -186,25 +193,17 @@ def main(argv=None):
 
 
 def main_recall(args, generator, distances):
-    from openai import OpenAI
-
     records = []
-    with tempfile.TemporaryDirectory() as tmp:
-        server = Server(args.hippo, args.model_dir, args.tokenizer, pathlib.Path(tmp))
-        try:
-            client = OpenAI(base_url=server.url, api_key=server.api_key, max_retries=0, timeout=3600)
-            model = client.models.list().data[0].id
-            for distance in distances:
-                start = time.time()
-                solved = []
-                for _ in range(args.tasks):
-                    ok, answer, prompt_tokens = recall(client, model, generator, distance, args.max_tokens)
-                    solved.append(ok)
-                    records.append({"distance": distance, "solved": ok, "answer": answer, "prompt_tokens": prompt_tokens})
-                print(f"recall at {distance:>7} tokens: {sum(solved):>3}/{len(solved):<3} {100 * sum(solved) / len(solved):5.1f}%  "
-                      f"(prompts of ~{prompt_tokens} tokens, {time.time() - start:.0f} s)", flush=True)
-        finally:
-            server.close()
+    with served_model(args, timeout=3600) as (client, model):
+        for distance in distances:
+            start = time.time()
+            solved = []
+            for _ in range(args.tasks):
+                ok, answer, prompt_tokens = recall(client, model, generator, distance, args.max_tokens)
+                solved.append(ok)
+                records.append({"distance": distance, "solved": ok, "answer": answer, "prompt_tokens": prompt_tokens})
+            print(f"recall at {distance:>7} tokens: {sum(solved):>3}/{len(solved):<3} {100 * sum(solved) / len(solved):5.1f}%  "
+                  f"(prompts of ~{prompt_tokens} tokens, {time.time() - start:.0f} s)", flush=True)
     if args.json:
         args.json.write_text(json.dumps(records, indent=1, ensure_ascii=False) + "\n")
 

@@ -117,15 +117,10 @@ def join_names(names):
     return names[0] if len(names) == 1 else ", ".join(names[:-1]) + " and " + names[-1]
 
 
-def fmt_number(value) -> str:
-    return str(tool_agent.calculate(repr(value)))  # the tool's own formatting (3.5, 391, 1e+20)
-
-
 class Session:
     """One conversation in the chat completions form, and what it asks (for evaluation)."""
 
-    def __init__(self, rng: random.Random, tools, instructions, thinking: bool):
-        self.rng = rng
+    def __init__(self, tools, instructions, thinking: bool):
         self.tools = tools
         self.messages = [{"role": "system", "content": instructions}] if instructions else []
         self.thinking = thinking
@@ -268,7 +263,7 @@ class Generator:
         facts = [result[7:]] if result.startswith("error: ") else [result]
         s.tasks.append({"kind": "calc", "call": ["calculator", {"expression": expr}], "expect": facts})
 
-    def search_call(self, s: Session, word):
+    def search_call(self, word):
         glob = None
         if self.rng.random() < 0.15:
             template, glob = self.rng.choice(GLOB_QUESTIONS)
@@ -293,7 +288,7 @@ class Generator:
 
     def task_search(self, s: Session):
         word = self.rng.choice(self.words)
-        question, arguments, files, result = self.search_call(s, word)
+        question, arguments, files, result = self.search_call(word)
         s.user(question)
         s.calls([("search_files", arguments, result)], reasoning=f"I will search the files for {word}.")
         s.answer(self.search_answer(word, files))
@@ -364,7 +359,7 @@ class Generator:
 
     def single_task(self, kind: str) -> dict:
         """A session of one task of this kind, in the tool agent's setting (scripts/eval_demo.py)."""
-        s = Session(self.rng, tool_agent.TOOLS, tool_agent.INSTRUCTIONS, False)
+        s = Session(tool_agent.TOOLS, tool_agent.INSTRUCTIONS, False)
         {"calc": self.task_calc, "search": self.task_search, "both": self.task_both, "memory": self.task_memory,
          "memory_missing": self.task_recall_missing, "fact": self.task_fact, "copy": self.task_copy}[kind](s)
         return s.request()
@@ -374,15 +369,15 @@ class Generator:
         style = rng.random()
         thinking = rng.random() < 0.1
         if style < 0.6:
-            s = Session(rng, tool_agent.TOOLS, tool_agent.INSTRUCTIONS, thinking)
+            s = Session(tool_agent.TOOLS, tool_agent.INSTRUCTIONS, thinking)
             tasks = [self.task_calc, self.task_calc, self.task_search, self.task_both, self.task_both,
                      self.task_memory, self.task_recall_missing, self.task_fact, self.task_chat]
         elif style < 0.75:
             calculator = [t for t in tool_agent.TOOLS if t["name"] == "calculator"]
-            s = Session(rng, calculator, rng.choice(["", "You are a helpful assistant.", "Answer briefly."]), thinking)
+            s = Session(calculator, rng.choice(["", "You are a helpful assistant.", "Answer briefly."]), thinking)
             tasks = [self.task_calc, self.task_calc, self.task_calc, self.task_fact, self.task_chat]
         else:
-            s = Session(rng, [], rng.choice(["", "", "You are a helpful assistant.", "Be brief."]), False)
+            s = Session([], rng.choice(["", "", "You are a helpful assistant.", "Be brief."]), False)
             tasks = [self.task_fact, self.task_fact, self.task_copy, self.task_copy, self.task_chat]
         for _ in range(rng.choice([1, 1, 2, 2, 3, 4])):
             rng.choice(tasks)(s)

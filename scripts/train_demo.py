@@ -166,7 +166,7 @@ class Trainer:
         return a.lr * (0.1 + 0.9 * 0.5 * (1 + math.cos(math.pi * progress)))
 
     def session_loss(self, ids, answers):
-        """Summed cross-entropy of the answer tokens, and their count."""
+        """Summed cross-entropy of the answer tokens."""
         import torch
         import torch.nn.functional as F
 
@@ -176,7 +176,7 @@ class Trainer:
         targets = self.column[x[0, positions + 1]]
         logits = hidden[positions] @ self.head.T
         logits = torch.cat([logits, torch.full((len(positions), 1), self.unused_logit)], dim=1)
-        return F.cross_entropy(logits, targets, reduction="sum"), len(positions)
+        return F.cross_entropy(logits, targets, reduction="sum")
 
     def save(self):
         import torch
@@ -202,17 +202,18 @@ class Trainer:
                     break
                 for group in self.optimizer.param_groups:
                     group["lr"] = self.lr_at(self.step)
-                batch = []
-                while sum(len(ids) for ids, _ in batch) < a.batch_tokens:
+                batch, n_tokens = [], 0
+                while n_tokens < a.batch_tokens:
                     batch.append(self.next_session())
+                    n_tokens += len(batch[-1][0])
                 n_targets = sum(e - b for _, answers in batch for b, e in answers)
                 step_loss = 0.0
                 for ids, answers in batch:
-                    loss, _ = self.session_loss(ids, answers)
+                    loss = self.session_loss(ids, answers)
                     (loss / n_targets).backward()
                     step_loss += loss.item()
-                self.tokens += sum(len(ids) for ids, _ in batch)
-                window["tokens"] += sum(len(ids) for ids, _ in batch)
+                self.tokens += n_tokens
+                window["tokens"] += n_tokens
                 torch.nn.utils.clip_grad_norm_(self.parameters, 1.0)
                 self.optimizer.step()
                 self.optimizer.zero_grad(set_to_none=True)

@@ -15,6 +15,7 @@ namespace {
 namespace fs = std::filesystem;
 
 constexpr const char* kProvenance = "provenance.json";
+constexpr const char* kDefaultModelDir = "models/default";  // relative to the working directory
 
 fs::path demo_dir() { return fs::path(HIPPO_SOURCE_DIR) / "models" / "demo"; }
 
@@ -37,14 +38,14 @@ Status copy_into(const fs::path& from, const fs::path& to) {
 
 std::string default_tokenizer_dir() { return std::string(HIPPO_SOURCE_DIR) + "/.cache/deepseek-v4-tokenizer"; }
 
-Status ensure_default_model(const std::string& tokenizer_dir) {
+Result<std::string> ensure_default_model(const std::string& tokenizer_dir) {
   const fs::path source = demo_dir();
   const std::string provenance = read_file(source / kProvenance);
   if (provenance.empty())
     return make_error(ErrorCode::kNotFound, "the embedded default model is missing from the source tree: no {}",
                       (source / kProvenance).string());
   const fs::path target = kDefaultModelDir;
-  if (read_file(target / kProvenance) == provenance) return Status::ok_status();
+  if (read_file(target / kProvenance) == provenance) return target.string();
 
   log::info("copying the embedded default model", {{"from", source.string()}, {"dir", target.string()},
                                                    {"tokenizer", tokenizer_dir}});
@@ -74,7 +75,7 @@ Status ensure_default_model(const std::string& tokenizer_dir) {
   fs::remove_all(partial, ec);  // another process won the race
   fs::remove_all(old, ec);
   log::info("embedded default model copied", {{"dir", target.string()}, {"bytes", bytes}});
-  return Status::ok_status();
+  return target.string();
 }
 
 }  // namespace hippo::cli

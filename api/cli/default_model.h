@@ -9,16 +9,14 @@
 
 namespace hippo::cli {
 
-// Where the default model lives, relative to the working directory.
-inline constexpr const char* kDefaultModelDir = "models/default";
-
 // Where scripts/setup puts the DeepSeek V4 tokenizer, in the source tree this binary was built from.
 std::string default_tokenizer_dir();
 
-// Copies the demo checkpoint and the tokenizer (from tokenizer_dir) into kDefaultModelDir, unless it
-// already holds this very checkpoint (its provenance.json is the committed one). An older default (the
-// random `tiny` checkpoint of earlier versions) is replaced. The copy goes to a temporary folder
-// first, so that an interrupted copy never leaves a half checkpoint where the next start would load it.
-Status ensure_default_model(const std::string& tokenizer_dir);
+// models/default (under the working directory), after copying the demo checkpoint and the tokenizer
+// (from tokenizer_dir) there unless it already holds this very checkpoint (its provenance.json is the
+// committed one). An older default (the random `tiny` checkpoint of earlier versions) is replaced. The
+// copy goes to a temporary folder first, so that an interrupted copy never leaves a half checkpoint
+// where the next start would load it.
+Result<std::string> ensure_default_model(const std::string& tokenizer_dir);
 
 }  // namespace hippo::cli

@@ -64,8 +64,7 @@ Result<std::vector<int32_t>> prompt_tokens(const RunCommand& cmd, const tokenize
 
 Status run_generation(RunCommand cmd, std::ostream& out) {
   if (cmd.model_dir.empty()) {
-    HIPPO_RETURN_IF_ERROR(ensure_default_model(cmd.tokenizer_dir));
-    cmd.model_dir = kDefaultModelDir;
+    HIPPO_ASSIGN_OR_RETURN(cmd.model_dir, ensure_default_model(cmd.tokenizer_dir));
   }
   const auto load_start = std::chrono::steady_clock::now();
   engine::ModelOptions options;

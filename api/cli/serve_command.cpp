@@ -1,7 +1,8 @@
 // `hippo serve`: the WebSocket + HTTP agent server (api/server/, docs/protocol.md) on one model and
 // one SQLite database. Without --model it serves the embedded default model, the trained demo
-// checkpoint (default_model.h), copied into models/default under the working directory the first time. Requests need an API key of the
-// database (`hippo key`); a first start on a database without any makes one and shows it once.
+// checkpoint (default_model.h), copied into models/default under the working directory the first
+// time. Requests need an API key of the database (`hippo key`); a first start on a database without
+// any makes one and shows it once.
 #include "agents/runtime.h"
 #include "api/cli/cli.h"
 #include "api/cli/default_model.h"
@@ -25,7 +26,6 @@ namespace hippo::cli {
 namespace {
 
 namespace fs = std::filesystem;
-
 
 struct ServeCommand {
   std::string model_dir;
@@ -100,8 +100,7 @@ Status run_server(const ServeCommand& cmd, std::ostream& out) {
 
   std::string model_dir = cmd.model_dir;
   if (model_dir.empty()) {
-    HIPPO_RETURN_IF_ERROR(ensure_default_model(cmd.tokenizer_dir));
-    model_dir = kDefaultModelDir;
+    HIPPO_ASSIGN_OR_RETURN(model_dir, ensure_default_model(cmd.tokenizer_dir));
   }
   const auto start = std::chrono::steady_clock::now();
   engine::ModelOptions model_options;
