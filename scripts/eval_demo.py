@@ -15,7 +15,9 @@ expected fact (the result, each file name, the remembered value, the copied pass
 not graded (small talk between a fact and its question) keep the model's own answer. Greedy
 decoding. Prints per kind and in all the share of tasks solved, and the share in which every call
 the model made named the expected tools (and text came where text was expected) up to the first
-mistake; --json writes every transcript.
+mistake; --json writes every transcript. --speculative MODE sets the server's drafting (off,
+context, dspark, auto: its default); after the tasks the server's /metrics give, per drafter, the
+draft tokens verified and taken, and the mean tokens taken per verified draft.
 
     .venv/bin/python scripts/eval_demo.py --recall 1000,8000,32000 [--tasks 10]
 
@@ -43,7 +45,7 @@ KINDS = ["calc", "search", "both", "memory", "memory_missing", "fact", "copy"]
 class Server:
     """`hippo serve` on a checkpoint, a fresh database and a free port, with one API key."""
 
-    def __init__(self, hippo: str, model_dir: str | None, tokenizer: str, workdir: pathlib.Path):
+    def __init__(self, hippo: str, model_dir: str | None, tokenizer: str, workdir: pathlib.Path, speculative: str):
         db = str(workdir / "eval.db")
         r = subprocess.run([hippo, "key", "create", "--tenant", "eval", "--db", db], capture_output=True, text=True)
         if r.returncode != 0:
@@ -52,7 +54,7 @@ class Server:
         self.out = open(workdir / "serve.out", "w+")
         model = ["--model", model_dir] if model_dir else ["--tokenizer", tokenizer]
         self.proc = subprocess.Popen([hippo, "--log-level", "warn", "serve", *model, "--db", db,
-                                      "--port", "0", "--bind", "127.0.0.1"],
+                                      "--port", "0", "--bind", "127.0.0.1", "--speculative", speculative],
                                      stdout=self.out, stderr=subprocess.STDOUT, cwd=workdir)
         deadline = time.monotonic() + 120
         while True:
@@ -64,6 +66,14 @@ class Server:
                 raise SystemExit(f"hippo serve did not start: {(workdir / 'serve.out').read_text()}")
             time.sleep(0.1)
 
+    def metrics(self) -> str:
+        import urllib.request
+
+        request = urllib.request.Request(self.url[: -len("/v1")] + "/metrics",
+                                         headers={"Authorization": f"Bearer {self.api_key}"})
+        with urllib.request.urlopen(request, timeout=30) as response:
+            return response.read().decode()
+
     def close(self):
         self.proc.terminate()
         self.proc.wait(timeout=60)
@@ -72,14 +82,14 @@ class Server:
 
 @contextlib.contextmanager
 def served_model(args, timeout: float):
-    """An `openai` client of a `hippo serve` on the model of args, and the model's id."""
+    """An `openai` client of a `hippo serve` on the model of args, the model's id and the server."""
     from openai import OpenAI
 
     with tempfile.TemporaryDirectory() as tmp:
-        server = Server(args.hippo, args.model_dir, args.tokenizer, pathlib.Path(tmp))
+        server = Server(args.hippo, args.model_dir, args.tokenizer, pathlib.Path(tmp), args.speculative)
         try:
             client = OpenAI(base_url=server.url, api_key=server.api_key, max_retries=0, timeout=timeout)
-            yield client, client.models.list().data[0].id
+            yield client, client.models.list().data[0].id, server
         finally:
             server.close()
 
@@ -163,6 +173,7 @@ def main(argv=None):
     parser.add_argument("--max-tokens", type=int, default=128)
     parser.add_argument("--recall", default="", help="distances in tokens (e.g. 1000,8000,32000): instead of the "
                         "tasks, recall of a fact stated that far back, --tasks trials each")
+    parser.add_argument("--speculative", default="auto", choices=["off", "context", "dspark", "auto"])
     parser.add_argument("--json", type=pathlib.Path)
     args = parser.parse_args(argv)
     generator = gen_agent_corpus.Generator(args.seed, "heldout")
@@ -173,7 +184,7 @@ def main(argv=None):
     results = {kind: [] for kind in kinds}
     tools_right = {kind: [] for kind in kinds}
     records = []
-    with served_model(args, timeout=300) as (client, model):
+    with served_model(args, timeout=300) as (client, model, server):
         start = time.time()
         for n, (kind, task) in enumerate(tasks, 1):
             solved, why, transcript, right = play(client, model, task, args.max_tokens)
@@ -183,18 +194,41 @@ def main(argv=None):
                             "model": transcript})
             if n % 10 == 0 or n == len(tasks):
                 print(f"eval_demo: {n}/{len(tasks)} tasks, {time.time() - start:.0f} s", file=sys.stderr, flush=True)
+        metrics = server.metrics()
     print(f"{'kind':<15} {'solved':>10} {'':>6}  {'right tools':>11}")
     for kind in kinds + ["all"]:
         ok = results[kind] if kind != "all" else [x for k in kinds for x in results[k]]
         right = tools_right[kind] if kind != "all" else [x for k in kinds for x in tools_right[k]]
         print(f"{kind:<15} {sum(ok):>4}/{len(ok):<5} {100 * sum(ok) / len(ok):5.1f}%  {100 * sum(right) / len(right):10.1f}%")
+    print(speculation_summary(metrics, args.speculative))
     if args.json:
         args.json.write_text(json.dumps(records, indent=1, ensure_ascii=False) + "\n")
 
 
+def speculation_summary(metrics: str, mode: str) -> str:
+    """The drafting counters of hippo serve's /metrics in a few lines."""
+    values = {}
+    for line in metrics.splitlines():
+        if line and not line.startswith("#"):
+            name, value = line.rsplit(" ", 1)
+            values[name] = float(value)
+    lines = [f"speculative decoding ({mode}):"]
+    for drafter in ("dspark", "context"):
+        drafted = values.get(f'hippo_drafted_tokens_by_drafter_total{{drafter="{drafter}"}}', 0)
+        taken = values.get(f'hippo_accepted_draft_tokens_by_drafter_total{{drafter="{drafter}"}}', 0)
+        if drafted:
+            lines.append(f"  {drafter}: {taken:.0f} of {drafted:.0f} draft tokens taken ({100 * taken / drafted:.1f}%)")
+    drafts = values.get("hippo_draft_accepted_tokens_count", 0)
+    if drafts:
+        taken = values["hippo_draft_accepted_tokens_sum"] / drafts
+        lines.append(f"  {drafts:.0f} verified drafts took {taken:.2f} tokens each: {taken + 1:.2f} tokens per verify "
+                     "with the model's own token")
+    return "\n".join(lines)
+
+
 def main_recall(args, generator, distances):
     records = []
-    with served_model(args, timeout=3600) as (client, model):
+    with served_model(args, timeout=3600) as (client, model, _):
         for distance in distances:
             start = time.time()
             solved = []

@@ -7,10 +7,12 @@
 #include "engine/sampling/sampler.h"
 #include "engine/speculative/decode_loop.h"
 #include "kernels/kv_entry_formats.h"
+#include "tests/engine/golden_files.h"
 #include "tests/engine/tiny_model.h"
 
 #include <catch2/catch.hpp>
 
+#include <cmath>
 #include <cstring>
 
 namespace hippo::engine {
@@ -235,6 +237,51 @@ TEST_CASE("a snapshot from before the stage windows restores; DSpark drafts from
   REQUIRE(again.ok());
   CHECK(again.value().dspark_from() == 300);
   CHECK(again.value() == old);
+}
+
+// The trained demo model's drafts against its torch twin (scripts/dspark_twin.py, built on the
+// reference's blocks; Hugging Face has no DSpark): for each prompt and anchor position p, the state
+// holds ids[:p] and the anchor is ids[p]. Both compute in fp32 with the same dequantised weights, so
+// only summation order differs: the drafts must be the same tokens, the confidences within 1e-4.
+TEST_CASE("the demo model's DSpark drafts match its torch twin's", "[model][dspark][golden]") {
+  auto file = SafetensorsFile::open(testing::test_data("golden/demo-dspark.safetensors"));
+  INFO(file.status().to_string());
+  REQUIRE(file.ok());
+  const boost::json::value meta = testing::golden_metadata(*file, "hippo_dspark_golden");
+  testing::TempDir dir;
+  const std::string model_dir = testing::copy_committed(dir, std::string(meta.at("committed").as_string()));
+  for (const auto& [name, digest] : meta.at("checkpoint").as_object()) {
+    INFO(name << ": not the checkpoint the golden data came from; regenerate it (tests/data/golden/README.md)");
+    CHECK(testing::sha256_of_file(model_dir + "/" + std::string(name)) == std::string(digest.as_string()));
+  }
+  ModelOptions options;
+  options.n_threads = 2;
+  auto loaded = Model::load(model_dir, options);
+  INFO(loaded.status().to_string());
+  REQUIRE(loaded.ok());
+  Model& model = *loaded.value();
+  const auto B = static_cast<size_t>(model.text().dspark_block_size);
+  double worst = 0;
+  const auto& prompts = meta.at("prompts").as_array();
+  for (size_t i = 0; i < prompts.size(); ++i) {
+    const std::string key = fmt::format("p{}.", i);
+    const auto ids = testing::golden_tensor<int32_t>(*file, key + "ids");
+    const auto anchors = testing::golden_tensor<int32_t>(*file, key + "anchors");
+    const auto drafts = testing::golden_tensor<int32_t>(*file, key + "drafts");
+    const auto confidence = testing::golden_tensor<float>(*file, key + "confidence");
+    for (size_t a = 0; a < anchors.size(); ++a) {
+      const auto p = static_cast<size_t>(anchors[a]);
+      INFO(prompts[i].at("name").as_string() << ", anchor at " << p);
+      SessionState state = model.new_session();
+      REQUIRE(model.forward(state, std::span(ids).first(p)).ok());
+      const DsparkDraft d = draft_of(model, state, ids[p]);
+      CHECK(d.tokens == std::vector<int32_t>(drafts.begin() + static_cast<std::ptrdiff_t>(a * B),
+                                             drafts.begin() + static_cast<std::ptrdiff_t>((a + 1) * B)));
+      for (size_t k = 0; k < B; ++k) worst = std::max(worst, static_cast<double>(std::fabs(d.confidence[k] - confidence[a * B + k])));
+    }
+  }
+  INFO("largest confidence difference " << worst);
+  CHECK(worst <= 1e-4);
 }
 
 }  // namespace

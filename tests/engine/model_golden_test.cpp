@@ -21,10 +21,9 @@
 #include "engine/model/model.h"
 #include "engine/sampling/sampler.h"
 #include "engine/weights/safetensors.h"
+#include "tests/engine/golden_files.h"
 #include "tests/engine/test_paths.h"
 
-#include <boost/json/parse.hpp>
-#include <openssl/sha.h>
 #include <fmt/format.h>
 #include <boost/json/value.hpp>
 #include <catch2/catch.hpp>
@@ -81,31 +80,13 @@ struct Golden {
   std::vector<GoldenPrompt> prompts;
 };
 
-template <typename T>
-std::vector<T> tensor(const SafetensorsFile& file, const std::string& name, std::vector<int64_t>* shape = nullptr) {
-  for (const SafetensorsEntry& e : file.entries()) {
-    if (e.name != name) continue;
-    std::vector<T> out(e.size / sizeof(T));
-    std::memcpy(out.data(), file.data(e).data(), e.size);
-    if (shape != nullptr) *shape = e.shape;
-    return out;
-  }
-  FAIL("golden tensor " << name << " missing");
-  return {};
-}
-
 Golden read_golden(const std::string& golden_file) {
   Golden out;
   const std::string path = testing::test_data(golden_file);
   auto file = SafetensorsFile::open(path);
   INFO(file.status().to_string());
   REQUIRE(file.ok());
-  // The metadata: the header's __metadata__.hippo_golden, a JSON string.
-  const auto bytes = file->file().bytes();
-  uint64_t header_size = 0;
-  std::memcpy(&header_size, bytes.data(), 8);
-  const std::string_view header(reinterpret_cast<const char*>(bytes.data()) + 8, header_size);
-  const boost::json::value meta = boost::json::parse(boost::json::parse(header).at("__metadata__").at("hippo_golden").as_string());
+  const boost::json::value meta = testing::golden_metadata(*file, "hippo_golden");
   // "hippo model init --preset tiny --seed 1 --format plain": the checkpoint the tests rebuild.
   const std::string made_by(meta.at("checkpoint").at("made_by").as_string());
   std::istringstream words(made_by);
@@ -125,33 +106,24 @@ Golden read_golden(const std::string& golden_file) {
     const std::string key = fmt::format("p{}.", i);
     const auto& info = prompts[i].as_object();
     p.name = std::string(info.at("name").as_string());
-    p.ids = tensor<int32_t>(*file, key + "ids");
+    p.ids = testing::golden_tensor<int32_t>(*file, key + "ids");
     std::vector<int64_t> shape;
-    p.top_ids = tensor<int32_t>(*file, key + "top_ids", &shape);
+    p.top_ids = testing::golden_tensor<int32_t>(*file, key + "top_ids", &shape);
     p.k = shape[1];
-    p.top_logits = tensor<float>(*file, key + "top_logits");
-    p.lse = tensor<float>(*file, key + "lse");
-    p.probe_logits = tensor<float>(*file, key + "probe_logits", &shape);
+    p.top_logits = testing::golden_tensor<float>(*file, key + "top_logits");
+    p.lse = testing::golden_tensor<float>(*file, key + "lse");
+    p.probe_logits = testing::golden_tensor<float>(*file, key + "probe_logits", &shape);
     p.j = shape[1];
-    p.greedy_ids = tensor<int32_t>(*file, key + "greedy_ids");
-    p.greedy_top_ids = tensor<int32_t>(*file, key + "greedy_top_ids");
-    p.greedy_top_logits = tensor<float>(*file, key + "greedy_top_logits");
-    p.greedy_lse = tensor<float>(*file, key + "greedy_lse");
+    p.greedy_ids = testing::golden_tensor<int32_t>(*file, key + "greedy_ids");
+    p.greedy_top_ids = testing::golden_tensor<int32_t>(*file, key + "greedy_top_ids");
+    p.greedy_top_logits = testing::golden_tensor<float>(*file, key + "greedy_top_logits");
+    p.greedy_lse = testing::golden_tensor<float>(*file, key + "greedy_lse");
     if (const auto* u = info.if_contains("first_unstable_position"); u != nullptr && !u->is_null()) {
       p.first_unstable = u->to_number<int64_t>();
     }
     out.prompts.push_back(std::move(p));
   }
   return out;
-}
-
-std::string sha256_of_file(const std::string& path) {
-  const std::string bytes = testing::read_file(path);
-  unsigned char digest[SHA256_DIGEST_LENGTH];
-  SHA256(reinterpret_cast<const unsigned char*>(bytes.data()), bytes.size(), digest);
-  std::string hex;
-  for (unsigned char b : digest) hex += fmt::format("{:02x}", b);
-  return hex;
 }
 
 double log_sum_exp(const float* logits, int64_t n) {
@@ -174,29 +146,16 @@ double compare_position(const float* logits, int64_t vocab, const int32_t* top_i
   return worst;
 }
 
-// The committed checkpoint with the tokenizer beside it, as `hippo serve` copies it.
-std::string copy_committed(const testing::TempDir& dir, const std::string& committed) {
-  namespace fs = std::filesystem;
-  const fs::path source = fs::path(testing::test_data("../..")) / committed;
-  const fs::path out = dir / "model";
-  fs::create_directories(out);
-  for (const fs::directory_entry& entry : fs::directory_iterator(source))
-    fs::copy_file(entry.path(), out / entry.path().filename());
-  for (const char* name : {"tokenizer.json", "tokenizer_config.json"})
-    fs::copy_file(fs::path(testing::tokenizer_dir()) / name, out / name);
-  return out.string();
-}
-
 void check_against_golden(const std::string& file, const Criteria& criteria, bool quantised) {
   const Golden g = read_golden(file);
   testing::TempDir dir;
   const std::string model_dir =
-      g.committed.empty() ? testing::init_preset(dir, g.preset, quantised, g.seed) : copy_committed(dir, g.committed);
+      g.committed.empty() ? testing::init_preset(dir, g.preset, quantised, g.seed) : testing::copy_committed(dir, g.committed);
   if (!quantised || !g.committed.empty()) {  // the golden file must describe exactly the weights tested
     for (const auto& [shard, digest] : g.shard_sha256) {
       INFO("shard " << shard << ": not the checkpoint the golden data came from (model init writes another, or "
                     "the committed one changed); regenerate it (tests/data/golden/README.md)");
-      CHECK(sha256_of_file(model_dir + "/" + shard) == digest);
+      CHECK(testing::sha256_of_file(model_dir + "/" + shard) == digest);
     }
   }
   ModelOptions options;
