@@ -184,7 +184,6 @@ def checkpoint_names(twin) -> dict[str, str]:
 
 def load_twin(twin, checkpoint: Path, quant: dict | None) -> None:
     """The checkpoint's DSpark tensors (dequantised) into the twin, strictly."""
-    import torch
     import gen_model_golden as golden
 
     stored, _ = golden.read_checkpoint(checkpoint)
@@ -235,27 +234,38 @@ def target_taps(target, ids, chunk: int = 512):
     return features, torch.cat(hidden)
 
 
-def golden(args) -> None:
+def load_target_and_twin(reference: str, checkpoint: Path, tokenizer: str):
+    """(the reference target in fp32, eval mode; the twin; the quantisation config), both from the
+    checkpoint's tensors."""
     import assemble_reference
 
-    assemble_reference.activate(args.reference, quiet=True)
+    assemble_reference.activate(reference, quiet=True)
     import torch
-    from safetensors.torch import save_file
     from transformers import AutoTokenizer
     from transformers.models.deepseek_v41 import DeepseekV41ForCausalLM
 
     import gen_model_golden as g
-    from checkpoint_digest import sha256_file
 
-    torch.set_num_threads(args.threads)
-    checkpoint = Path(args.checkpoint)
     config, quant, _ = g.load_config(checkpoint)
     torch.manual_seed(0)
     target = DeepseekV41ForCausalLM(config).to(torch.float32).eval()
     g.load_explicit(target, checkpoint, quant)
-    target.model.bind_tokenizer(AutoTokenizer.from_pretrained(args.tokenizer, config=config))
-    twin = build_twin(target.config).eval()
+    target.model.bind_tokenizer(AutoTokenizer.from_pretrained(tokenizer, config=config))
+    twin = build_twin(target.config)
     load_twin(twin, checkpoint, quant)
+    return target, twin, quant
+
+
+def golden(args) -> None:
+    checkpoint = Path(args.checkpoint)
+    target, twin, _ = load_target_and_twin(args.reference, checkpoint, args.tokenizer)
+    twin.eval()
+    import torch
+    from safetensors.torch import save_file
+
+    from checkpoint_digest import sha256_file
+
+    torch.set_num_threads(args.threads)
     prompts = json.loads(Path(args.prompts).read_text())
     tensors, made = {}, []
     t0 = time.time()

@@ -47,25 +47,10 @@ def log(message: str) -> None:
 
 def load(args):
     """The frozen target and the twin, both from the checkpoint."""
-    import assemble_reference
-
-    assemble_reference.activate(args.reference, quiet=True)
-    import torch
-    from transformers import AutoTokenizer
-    from transformers.models.deepseek_v41 import DeepseekV41ForCausalLM
-
     import dspark_twin
-    import gen_model_golden as golden
 
-    checkpoint = Path(args.checkpoint)
-    config, quant, _ = golden.load_config(checkpoint)
-    torch.manual_seed(0)
-    target = DeepseekV41ForCausalLM(config).to(torch.float32).eval()
-    golden.load_explicit(target, checkpoint, quant)
-    target.model.bind_tokenizer(AutoTokenizer.from_pretrained(args.tokenizer, config=config))
+    target, twin, quant = dspark_twin.load_target_and_twin(args.reference, Path(args.checkpoint), args.tokenizer)
     target.requires_grad_(False)
-    twin = dspark_twin.build_twin(target.config)
-    dspark_twin.load_twin(twin, checkpoint, quant)
     return target, twin, quant
 
 
