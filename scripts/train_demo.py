@@ -411,6 +411,14 @@ def export(args):
         f"(add tokenizer.json to load it; `hippo serve` adds it to its copy)")
 
 
+def source_commit() -> str:
+    """HEAD of this repository, marked when tracked files have uncommitted changes."""
+    commit = subprocess.run(["git", "-C", str(ROOT), "rev-parse", "HEAD"], capture_output=True, text=True).stdout.strip()
+    dirty = subprocess.run(["git", "-C", str(ROOT), "status", "--porcelain", "--untracked-files=no"],
+                           capture_output=True, text=True).stdout.strip() != ""
+    return commit + ("+uncommitted changes" if dirty else "")
+
+
 def command_options(args: dict) -> str:
     return " ".join(f"--{k.replace('_', '-')} {v}" for k, v in sorted(args.items())
                     if k not in ("command", "reference", "run", "corpus", "hippo", "tokenizer"))
@@ -425,9 +433,6 @@ def write_provenance(out: Path, saved: dict, run: Path) -> None:
     # A state saved before runs kept their history was one run.
     history = saved.get("history") or [{"from_step": 0, "to_step": saved["step"], "args": train}]
     corpus = Path(train["corpus"])
-    commit = subprocess.run(["git", "-C", str(ROOT), "rev-parse", "HEAD"], capture_output=True, text=True).stdout.strip()
-    dirty = subprocess.run(["git", "-C", str(ROOT), "status", "--porcelain", "--untracked-files=no"],
-                           capture_output=True, text=True).stdout.strip() != ""
     last = json.loads((run / "log.jsonl").read_text().splitlines()[-1])
     files = {}
     for path in sorted(out.iterdir()):
@@ -440,7 +445,7 @@ def write_provenance(out: Path, saved: dict, run: Path) -> None:
                     *[f"scripts/train_demo.py train {command_options(segment['args'])} (steps {segment['from_step']}-"
                       f"{segment['to_step']})" for segment in history],
                     "scripts/train_demo.py export"],
-        "commit": commit + ("+uncommitted changes" if dirty else ""),
+        "commit": source_commit(),
         "steps": saved["step"],
         "tokens": saved["tokens"],
         "last_logged": last,

@@ -32,6 +32,7 @@ import json
 import math
 import os
 import random
+import shutil
 import sys
 import time
 from pathlib import Path
@@ -207,7 +208,8 @@ class Trainer:
 
 def export(args):
     """The trained draft written into the checkpoint's own tensors (mtp.*, the noise token's embedding
-    row) in their formats; provenance.json gains a `dspark` entry and new file digests."""
+    row) in their formats, its log beside them (dspark-training-log.jsonl); provenance.json gains a
+    `dspark` entry and new file digests."""
     import torch
     from safetensors import safe_open
     from safetensors.torch import save_file
@@ -250,12 +252,11 @@ def export(args):
     provenance["made_by"] += [
         "scripts/train_dspark.py train " + train_demo.command_options({k: v for k, v in train.items() if k != "checkpoint"}),
         "scripts/train_dspark.py export"]
+    shutil.copyfile(Path(args.run) / "log.jsonl", checkpoint / "dspark-training-log.jsonl")
     last = json.loads((Path(args.run) / "log.jsonl").read_text().splitlines()[-1])
-    provenance["dspark"] = {"steps": saved["step"], "last_logged": last}
-    for path in sorted(checkpoint.iterdir()):
-        if path.name in provenance["files"]:
-            provenance["files"][path.name] = {"bytes": path.stat().st_size,
-                                              "sha256": hashlib.sha256(path.read_bytes()).hexdigest()}
+    provenance["dspark"] = {"commit": train_demo.source_commit(), "steps": saved["step"], "last_logged": last}
+    provenance["files"] = {path.name: {"bytes": path.stat().st_size, "sha256": hashlib.sha256(path.read_bytes()).hexdigest()}
+                           for path in sorted(checkpoint.iterdir()) if path.name not in ("provenance.json", "README.md")}
     provenance_path.write_text(json.dumps(provenance, indent=1) + "\n")
     log(f"wrote {written} DSpark tensors (step {saved['step']}) into {checkpoint}")
 

@@ -242,7 +242,10 @@ TEST_CASE("a snapshot from before the stage windows restores; DSpark drafts from
 // The trained demo model's drafts against its torch twin (scripts/dspark_twin.py, built on the
 // reference's blocks; Hugging Face has no DSpark): for each prompt and anchor position p, the state
 // holds ids[:p] and the anchor is ids[p]. Both compute in fp32 with the same dequantised weights, so
-// only summation order differs: the drafts must be the same tokens, the confidences within 1e-4.
+// only summation order differs: the drafts must be the same tokens, the confidences (probabilities)
+// within 1e-2, the tolerance of the demo model's logits (model_golden_test.cpp). Measured: 2.5e-3
+// with the trained stages, 4.1e-5 with their random init (trained weights amplify the differences,
+// as they do for the target's logits).
 TEST_CASE("the demo model's DSpark drafts match its torch twin's", "[model][dspark][golden]") {
   auto file = SafetensorsFile::open(testing::test_data("golden/demo-dspark.safetensors"));
   INFO(file.status().to_string());
@@ -281,7 +284,7 @@ TEST_CASE("the demo model's DSpark drafts match its torch twin's", "[model][dspa
     }
   }
   INFO("largest confidence difference " << worst);
-  CHECK(worst <= 1e-4);
+  CHECK(worst <= 1e-2);
 }
 
 }  // namespace
