@@ -412,10 +412,11 @@ def export(args):
 
 
 def source_commit() -> str:
-    """HEAD of this repository, marked when tracked files have uncommitted changes."""
+    """HEAD of this repository, marked when tracked files other than the outputs (models/, the golden
+    data in tests/data/) have uncommitted changes."""
     commit = subprocess.run(["git", "-C", str(ROOT), "rev-parse", "HEAD"], capture_output=True, text=True).stdout.strip()
-    dirty = subprocess.run(["git", "-C", str(ROOT), "status", "--porcelain", "--untracked-files=no"],
-                           capture_output=True, text=True).stdout.strip() != ""
+    dirty = subprocess.run(["git", "-C", str(ROOT), "status", "--porcelain", "--untracked-files=no", "--", ".",
+                            ":!models", ":!tests/data"], capture_output=True, text=True).stdout.strip() != ""
     return commit + ("+uncommitted changes" if dirty else "")
 
 
