@@ -199,6 +199,8 @@ class Trainer:
         self.segment_start = self.step
         self.model.train()
 
+    # The data order (shuffled per epoch from the seed) and the learning-rate schedule (linear warmup,
+    # cosine to a tenth); train_dspark.py's trainer uses both.
     def next_session(self):
         if self.position >= len(self.order):
             self.order = list(range(len(self.sessions)))
@@ -456,25 +458,30 @@ def write_provenance(out: Path, saved: dict, run: Path) -> None:
     (out / "provenance.json").write_text(json.dumps(provenance, indent=1) + "\n")
 
 
+def add_run_arguments(parser, steps: int, lr: float, warmup: int) -> None:
+    """The options of a training run that this script and train_dspark.py share."""
+    parser.add_argument("--corpus", required=True)
+    parser.add_argument("--steps", type=int, default=steps)
+    parser.add_argument("--minutes", type=float, default=0, help="stop (resumably) after this long; 0: no limit")
+    parser.add_argument("--max-tokens", type=int, default=2048, help="skip longer sessions")
+    parser.add_argument("--lr", type=float, default=lr)
+    parser.add_argument("--warmup", type=int, default=warmup)
+    parser.add_argument("--threads", type=int, default=2, help="torch threads")
+    parser.add_argument("--log-every", type=int, default=10)
+    parser.add_argument("--save-minutes", type=float, default=10)
+
+
 def main(argv=None):
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0],
                                      formatter_class=argparse.RawDescriptionHelpFormatter)
     sub = parser.add_subparsers(dest="command", required=True)
     t = sub.add_parser("train")
-    t.add_argument("--corpus", required=True)
-    t.add_argument("--steps", type=int, default=900)
-    t.add_argument("--minutes", type=float, default=0, help="stop (resumably) after this long; 0: no limit")
+    add_run_arguments(t, steps=900, lr=3e-3, warmup=30)
     t.add_argument("--batch-tokens", type=int, default=3000, help="sessions per step until this many tokens")
-    t.add_argument("--max-tokens", type=int, default=2048)
-    t.add_argument("--lr", type=float, default=3e-3)
-    t.add_argument("--warmup", type=int, default=30)
     t.add_argument("--weight-decay", type=float, default=0.01)
     t.add_argument("--chunk", type=int, default=512, help="forward in chunks of this many tokens (0: one forward)")
     t.add_argument("--min-shared", type=int, default=256,
                    help="sessions of a batch that share this many leading tokens run them once")
-    t.add_argument("--threads", type=int, default=2, help="torch threads")
-    t.add_argument("--log-every", type=int, default=10)
-    t.add_argument("--save-minutes", type=float, default=10)
     e = sub.add_parser("export")
     e.add_argument("--out", required=True)
     for p in (t, e):

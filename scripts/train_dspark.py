@@ -6,7 +6,7 @@ frozen target, on the target's own hidden states, with the torch twin of hippo's
     REF=~/.venvs/hippo-ref/bin/python
     # the target: scripts/train_demo.py export --out models/demo; then
     $REF scripts/train_dspark.py train --reference OVERLAY --checkpoint models/demo --corpus runs/corpus \\
-        --run runs/dspark [--steps 400] [--minutes M]
+        --run runs/dspark [--steps 800] [--minutes M] [--threads 1]
     $REF scripts/train_dspark.py export --reference OVERLAY --checkpoint models/demo --run runs/dspark
 
 How it trains (DeepSpec's recipe for DSpark, on this corpus):
@@ -31,7 +31,6 @@ import hashlib
 import json
 import math
 import os
-import random
 import shutil
 import sys
 import time
@@ -40,6 +39,7 @@ from pathlib import Path
 ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT / "scripts"))
 sys.path.insert(0, str(ROOT / "scripts" / "reference"))
+import train_demo  # noqa: E402  (the data order, schedule, run options and export helpers)
 
 
 def log(message: str) -> None:
@@ -58,8 +58,6 @@ def load(args):
 class Trainer:
     def __init__(self, args):
         import torch
-
-        import train_demo
 
         self.args = args
         self.run = Path(args.run)
@@ -95,20 +93,8 @@ class Trainer:
             log(f"resumed at step {self.step}")
         self.twin.train()
 
-    def next_session(self):
-        if self.position >= len(self.order):
-            self.order = list(range(len(self.sessions)))
-            random.Random(self.args.seed * 1000 + self.epoch).shuffle(self.order)
-            self.position, self.epoch = 0, self.epoch + 1
-        self.position += 1
-        return self.sessions[self.order[self.position - 1]]
-
-    def lr_at(self, step):
-        a = self.args
-        if step < a.warmup:
-            return a.lr * (step + 1) / a.warmup
-        progress = min(1.0, (step - a.warmup) / max(1, a.steps - a.warmup))
-        return a.lr * (0.1 + 0.9 * 0.5 * (1 + math.cos(math.pi * progress)))
+    next_session = train_demo.Trainer.next_session
+    lr_at = train_demo.Trainer.lr_at
 
     def restricted(self, logits_used):
         """Logits over the used ids plus the one logit standing for every unused id."""
@@ -215,7 +201,6 @@ def export(args):
     from safetensors.torch import save_file
 
     import dspark_twin
-    import train_demo
 
     target, twin, quant = load(args)
     saved = torch.load(Path(args.run) / "state.pt", weights_only=False)
@@ -266,16 +251,8 @@ def main(argv=None):
                                      formatter_class=argparse.RawDescriptionHelpFormatter)
     sub = parser.add_subparsers(dest="command", required=True)
     t = sub.add_parser("train")
-    t.add_argument("--corpus", required=True)
-    t.add_argument("--steps", type=int, default=400)
-    t.add_argument("--minutes", type=float, default=0, help="stop (resumably) after this long; 0: no limit")
+    train_demo.add_run_arguments(t, steps=800, lr=2e-3, warmup=20)
     t.add_argument("--batch-sessions", type=int, default=4)
-    t.add_argument("--max-tokens", type=int, default=2048)
-    t.add_argument("--lr", type=float, default=2e-3)
-    t.add_argument("--warmup", type=int, default=20)
-    t.add_argument("--threads", type=int, default=2)
-    t.add_argument("--log-every", type=int, default=10)
-    t.add_argument("--save-minutes", type=float, default=10)
     t.add_argument("--seed", type=int, default=1)
     e = sub.add_parser("export")
     for p in (t, e):
