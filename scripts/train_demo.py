@@ -30,7 +30,7 @@ How it trains:
   reaches the compressor). Inference and export use the reference unchanged.
 - Not trained (no gradient reaches them): the indexer's projections (selection is a top-k), the
   routers' selection biases, the DSpark stages and the vision tower (the reference has neither;
-  they keep hippo's init).
+  they keep hippo's init here; scripts/train_dspark.py then trains the DSpark stages).
 - Speed: a session runs in chunks of --chunk tokens through the reference's cache (cost linear in its
   length; the masked one-shot attention is quadratic), and the sessions of a batch that share their
   first --min-shared tokens (the tool agent's 547-token system block) run them once, each continuing
@@ -354,7 +354,7 @@ def export(args):
     """The trained weights written into a copy of the init checkpoint, tensor by tensor in its own
     dtypes (BF16, F32, FP8 E4M3 with UE8M0 block scales, packed FP4 E2M1 with UE8M0 per 32); the head
     and embedding rows of the ids the corpus never used are zero. DSpark stages and vision keep the
-    init."""
+    init (scripts/train_dspark.py export writes the trained stages afterwards)."""
     import shutil
 
     import torch
