@@ -149,6 +149,20 @@ def copy_cache(cache):
     return copied
 
 
+def saved_state(run: Path, used: list[int]):
+    """The run's state.pt, or None before its first save; an error if it was trained on a corpus
+    that uses other ids."""
+    import torch
+
+    state = run / "state.pt"
+    if not state.is_file():
+        return None
+    saved = torch.load(state, weights_only=False)
+    if saved["used"] != used:
+        raise SystemExit(f"{state}: trained on another corpus (its used ids differ); start a new --run")
+    return saved
+
+
 class Trainer:
     def __init__(self, args):
         import torch
@@ -184,11 +198,8 @@ class Trainer:
         self.position = 0
         self.epoch = 0
         self.tokens = 0
-        state = self.run / "state.pt"
-        if state.is_file():
-            saved = torch.load(state, weights_only=False)
-            if saved["used"] != used:
-                raise SystemExit(f"{state}: trained on another corpus (its used ids differ); start a new --run")
+        saved = saved_state(self.run, used)
+        if saved is not None:
             self.model.load_state_dict(saved["model"])
             self.head.data.copy_(saved["head"])
             self.optimizer.load_state_dict(saved["optimizer"])

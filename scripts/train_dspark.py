@@ -80,11 +80,8 @@ class Trainer:
         self.parameters = [p for p in self.twin.parameters() if p.requires_grad] + [self.w1, self.w2]
         self.optimizer = torch.optim.AdamW(self.parameters, lr=args.lr, betas=(0.9, 0.95), weight_decay=0.0)
         self.step, self.order, self.position, self.epoch = 0, [], 0, 0
-        state = self.run / "state.pt"
-        if state.is_file():
-            saved = torch.load(state, weights_only=False)
-            if saved["used"] != used:
-                raise SystemExit(f"{state}: trained on another corpus; start a new --run")
+        saved = train_demo.saved_state(self.run, used)
+        if saved is not None:
             self.twin.load_state_dict(saved["twin"])
             self.w1.data.copy_(saved["w1"])
             self.w2.data.copy_(saved["w2"])
