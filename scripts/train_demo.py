@@ -149,6 +149,36 @@ def copy_cache(cache):
     return copied
 
 
+class RestrictedVocabulary:
+    """The ids the corpus uses (`ids`, `used`), each one's column in the trained head (`column`, -1
+    for the others), and the logit log(n_unused) that stands for every other id in the softmax: their
+    head rows are zero, so each has logit 0 at inference."""
+
+    def __init__(self, sessions, vocab_size: int):
+        import torch
+
+        self.ids = sorted({i for ids, _ in sessions for i in ids})
+        self.used = torch.tensor(self.ids)
+        self.column = torch.full((vocab_size,), -1, dtype=torch.long)
+        self.column[self.used] = torch.arange(len(self.ids))
+        self.unused_logit = math.log(vocab_size - len(self.ids))
+
+    def with_unused(self, logits_used):
+        """Logits over the used ids, plus the one logit standing for all the others."""
+        import torch
+
+        return torch.cat([logits_used, logits_used.new_full((*logits_used.shape[:-1], 1), self.unused_logit)], dim=-1)
+
+
+def write_state(run: Path, state: dict) -> None:
+    """state.pt of the run, replaced whole (never half written)."""
+    import torch
+
+    path = run / "state.pt"
+    torch.save(state, str(path) + ".partial")
+    os.replace(str(path) + ".partial", path)
+
+
 def saved_state(run: Path, used: list[int]):
     """The run's state.pt, or None before its first save; an error if it was trained on a corpus
     that uses other ids."""
@@ -175,13 +205,8 @@ class Trainer:
         straight_through_quantisers()
         self.sessions, skipped = read_corpus(Path(args.corpus) / "train.tokens.jsonl", args.max_tokens)
         log(f"{len(self.sessions)} training sessions ({skipped} longer than {args.max_tokens} tokens skipped)")
-        used = sorted({i for ids, _ in self.sessions for i in ids})
-        vocab = self.model.config.vocab_size
-        self.used = torch.tensor(used)
-        self.column = torch.full((vocab,), -1, dtype=torch.long)
-        self.column[self.used] = torch.arange(len(used))
-        self.unused_logit = math.log(vocab - len(used))
-        self.head = torch.nn.Parameter(self.model.lm_head.weight.detach()[self.used].clone())
+        self.vocab = RestrictedVocabulary(self.sessions, self.model.config.vocab_size)
+        self.head = torch.nn.Parameter(self.model.lm_head.weight.detach()[self.vocab.used].clone())
         self.model.lm_head.weight.requires_grad_(False)
         decay, no_decay = [], []
         for name, p in self.model.named_parameters():
@@ -198,7 +223,7 @@ class Trainer:
         self.position = 0
         self.epoch = 0
         self.tokens = 0
-        saved = saved_state(self.run, used)
+        saved = saved_state(self.run, self.vocab.ids)
         if saved is not None:
             self.model.load_state_dict(saved["model"])
             self.head.data.copy_(saved["head"])
@@ -254,9 +279,8 @@ class Trainer:
         import torch.nn.functional as F
 
         positions = torch.cat([torch.arange(b - 1, e - 1) for b, e in answers])
-        targets = self.column[torch.tensor(ids)[positions + 1]]
-        logits = hidden[positions - start] @ self.head.T
-        logits = torch.cat([logits, torch.full((len(positions), 1), self.unused_logit)], dim=1)
+        targets = self.vocab.column[torch.tensor(ids)[positions + 1]]
+        logits = self.vocab.with_unused(hidden[positions - start] @ self.head.T)
         return F.cross_entropy(logits, targets, reduction="sum")
 
     def group_loss(self, group):
@@ -283,64 +307,77 @@ class Trainer:
         return self.history + ([segment] if self.step > self.segment_start else [])
 
     def save(self):
-        import torch
+        write_state(self.run, {"model": self.model.state_dict(), "head": self.head.detach(), "used": self.vocab.ids,
+                               "optimizer": self.optimizer.state_dict(), "step": self.step, "order": self.order,
+                               "position": self.position, "epoch": self.epoch, "tokens": self.tokens,
+                               "args": vars(self.args), "history": self.history_now()})
 
-        state = self.run / "state.pt"
-        torch.save({"model": self.model.state_dict(), "head": self.head.detach(), "used": self.used.tolist(),
-                    "optimizer": self.optimizer.state_dict(), "step": self.step, "order": self.order,
-                    "position": self.position, "epoch": self.epoch, "tokens": self.tokens,
-                    "args": vars(self.args), "history": self.history_now()}, str(state) + ".partial")
-        os.replace(str(state) + ".partial", state)
+    say = staticmethod(log)  # progress lines, under this script's name
 
+    # One training run, which train_dspark.py's trainer runs too: until --steps, or (resumably) until
+    # --minutes have passed; each step sets its learning rate, lets take_step() run the batch's
+    # forward and backward (adding to the log window), clips the gradient to norm 1 and steps the
+    # optimiser; every --log-every steps log_entry() makes the log line; state.pt every
+    # --save-minutes and at the end.
     def train(self):
         import torch
 
         a = self.args
-        start = time.time()
-        last_save = start
-        window = {"loss": 0.0, "targets": 0, "tokens": 0, "t": time.time()}
+        start = last_save = time.time()
+        window = self.new_window()
         with open(self.run / "log.jsonl", "a") as log_file:
             while self.step < a.steps:
                 if a.minutes and time.time() - start > a.minutes * 60:
-                    log(f"stopping after {a.minutes} minutes at step {self.step}; run again to continue")
+                    self.say(f"stopping after {a.minutes} minutes at step {self.step}; run again to continue")
                     break
                 for group in self.optimizer.param_groups:
                     group["lr"] = self.lr_at(self.step)
-                batch, n_tokens = [], 0
-                while n_tokens < a.batch_tokens:
-                    batch.append(self.next_session())
-                    n_tokens += len(batch[-1][0])
-                n_targets = sum(e - b for _, answers in batch for b, e in answers)
-                step_loss = 0.0
-                for group in share_prefixes(batch, a.min_shared):
-                    loss = self.group_loss(group)
-                    (loss / n_targets).backward()
-                    step_loss += loss.item()
-                self.tokens += n_tokens
-                window["tokens"] += n_tokens
+                self.take_step(window)
                 torch.nn.utils.clip_grad_norm_(self.parameters, 1.0)
                 self.optimizer.step()
                 self.optimizer.zero_grad(set_to_none=True)
                 self.step += 1
-                window["loss"] += step_loss
-                window["targets"] += n_targets
                 if self.step % a.log_every == 0 or self.step == a.steps:
                     now = time.time()
-                    rate = window["tokens"] / (now - window["t"])
-                    entry = {"step": self.step, "tokens": self.tokens, "loss": window["loss"] / window["targets"],
-                             "lr": self.lr_at(self.step - 1), "tokens_per_s": round(rate, 1),
-                             "elapsed_s": round(now - start, 1)}
+                    entry, message = self.log_entry(window, now, start)
                     log_file.write(json.dumps(entry) + "\n")
                     log_file.flush()
-                    eta = (a.steps - self.step) * (now - window["t"]) / a.log_every / 60
-                    log(f"step {self.step}/{a.steps}  loss {entry['loss']:.4f}  {rate:.0f} tokens/s  "
-                        f"{self.tokens / 1e6:.2f}M tokens  ~{eta:.0f} min left")
-                    window = {"loss": 0.0, "targets": 0, "tokens": 0, "t": now}
+                    self.say(message)
+                    window = self.new_window()
                 if time.time() - last_save > a.save_minutes * 60:
                     self.save()
                     last_save = time.time()
         self.save()
-        log(f"saved {self.run / 'state.pt'} at step {self.step}")
+        self.say(f"saved {self.run / 'state.pt'} at step {self.step}")
+
+    @staticmethod
+    def new_window():
+        return {"loss": 0.0, "targets": 0, "tokens": 0, "t": time.time()}
+
+    def take_step(self, window):
+        """A batch of sessions until --batch-tokens, its answer loss backward."""
+        a = self.args
+        batch, n_tokens = [], 0
+        while n_tokens < a.batch_tokens:
+            batch.append(self.next_session())
+            n_tokens += len(batch[-1][0])
+        n_targets = sum(e - b for _, answers in batch for b, e in answers)
+        for group in share_prefixes(batch, a.min_shared):
+            loss = self.group_loss(group)
+            (loss / n_targets).backward()
+            window["loss"] += loss.item()
+        self.tokens += n_tokens
+        window["tokens"] += n_tokens
+        window["targets"] += n_targets
+
+    def log_entry(self, window, now, start):
+        a = self.args
+        rate = window["tokens"] / (now - window["t"])
+        entry = {"step": self.step, "tokens": self.tokens, "loss": window["loss"] / window["targets"],
+                 "lr": self.lr_at(self.step - 1), "tokens_per_s": round(rate, 1), "elapsed_s": round(now - start, 1)}
+        eta = (a.steps - self.step) * (now - window["t"]) / a.log_every / 60
+        return entry, (f"step {self.step}/{a.steps}  loss {entry['loss']:.4f}  {rate:.0f} tokens/s  "
+                       f"{self.tokens / 1e6:.2f}M tokens  ~{eta:.0f} min left")
 
 
 def store_like(tensors: dict, name: str, value, block) -> None:

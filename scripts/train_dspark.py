@@ -29,7 +29,6 @@ from __future__ import annotations
 import argparse
 import hashlib
 import json
-import math
 import os
 import shutil
 import sys
@@ -65,22 +64,18 @@ class Trainer:
         torch.set_num_threads(args.threads)
         self.target, self.twin, _ = load(args)
         self.sessions, _ = train_demo.read_corpus(Path(args.corpus) / "train.tokens.jsonl", args.max_tokens)
-        used = sorted({i for ids, _ in self.sessions for i in ids})
-        V = self.target.config.vocab_size
-        self.used = torch.tensor(used)
-        self.column = torch.full((V,), -1, dtype=torch.long)
-        self.column[self.used] = torch.arange(len(used))
-        self.unused_logit = math.log(V - len(used))
-        self.head = self.target.lm_head.weight[self.used]
+        self.vocab = train_demo.RestrictedVocabulary(self.sessions, self.target.config.vocab_size)
+        used = self.vocab.used
+        self.head = self.target.lm_head.weight[used]
         # W1 and W2 train on the used ids' rows only; the twin's full tables are written from them.
         self.twin.markov_embed.requires_grad_(False)
         self.twin.markov_head.requires_grad_(False)
-        self.w1 = torch.nn.Parameter(self.twin.markov_embed.detach()[self.used].clone())
-        self.w2 = torch.nn.Parameter(self.twin.markov_head.detach()[self.used].clone())
+        self.w1 = torch.nn.Parameter(self.twin.markov_embed.detach()[used].clone())
+        self.w2 = torch.nn.Parameter(self.twin.markov_head.detach()[used].clone())
         self.parameters = [p for p in self.twin.parameters() if p.requires_grad] + [self.w1, self.w2]
         self.optimizer = torch.optim.AdamW(self.parameters, lr=args.lr, betas=(0.9, 0.95), weight_decay=0.0)
         self.step, self.order, self.position, self.epoch = 0, [], 0, 0
-        saved = train_demo.saved_state(self.run, used)
+        saved = train_demo.saved_state(self.run, self.vocab.ids)
         if saved is not None:
             self.twin.load_state_dict(saved["twin"])
             self.w1.data.copy_(saved["w1"])
@@ -90,14 +85,11 @@ class Trainer:
             log(f"resumed at step {self.step}")
         self.twin.train()
 
+    say = staticmethod(log)
+    # The data order, the learning-rate schedule and the training loop of train_demo.py.
     next_session = train_demo.Trainer.next_session
     lr_at = train_demo.Trainer.lr_at
-
-    def restricted(self, logits_used):
-        """Logits over the used ids plus the one logit standing for every unused id."""
-        import torch
-
-        return torch.cat([logits_used, logits_used.new_full((*logits_used.shape[:-1], 1), self.unused_logit)], dim=-1)
+    train = train_demo.Trainer.train
 
     def session_losses(self, ids, answers):
         """(summed KL, summed confidence BCE, slots, accepted-if-greedy slots) of one session."""
@@ -109,7 +101,7 @@ class Trainer:
         B = self.twin.block
         with torch.no_grad():
             features, target_hidden = dspark_twin.target_taps(self.target, ids)
-            target_logp = F.log_softmax(self.restricted(target_hidden @ self.head.T), dim=-1)
+            target_logp = F.log_softmax(self.vocab.with_unused(target_hidden @ self.head.T), dim=-1)
         anchors = [p for b, e in answers for p in range(b, e - 1)]
         span_end = {p: e for b, e in answers for p in range(b, e - 1)}
         positions = torch.tensor(anchors)
@@ -118,9 +110,9 @@ class Trainer:
         slot_positions = positions.unsqueeze(1) + torch.arange(B)  # slot k predicts position + k + 1
         live = slot_positions + 1 < torch.tensor([span_end[p] for p in anchors]).unsqueeze(1)
         prev = tokens[slot_positions.clamp_max(len(ids) - 1)]
-        e1 = self.w1[self.column[prev].clamp_min(0)]  # prev is a corpus token: always a used id
+        e1 = self.w1[self.vocab.column[prev].clamp_min(0)]  # prev is a corpus token: always a used id
         logits = normed @ self.head.T + e1 @ self.w2.T
-        draft_logp = F.log_softmax(self.restricted(logits), dim=-1)
+        draft_logp = F.log_softmax(self.vocab.with_unused(logits), dim=-1)
         teacher = target_logp[slot_positions.clamp_max(len(ids) - 1)]
         kl = (teacher.exp() * (teacher - draft_logp)).sum(-1)
         kl = (kl * live).sum()
@@ -131,62 +123,40 @@ class Trainer:
         return kl, bce, int(live.sum()), float((accepted * live).sum())
 
     def save(self):
-        import torch
-
+        used = self.vocab.used
         self.twin.markov_embed.data.zero_()
-        self.twin.markov_embed.data[self.used] = self.w1.detach()
+        self.twin.markov_embed.data[used] = self.w1.detach()
         self.twin.markov_head.data.zero_()
-        self.twin.markov_head.data[self.used] = self.w2.detach()
-        state = self.run / "state.pt"
-        torch.save({"twin": self.twin.state_dict(), "w1": self.w1.detach(), "w2": self.w2.detach(),
-                    "used": self.used.tolist(), "optimizer": self.optimizer.state_dict(), "step": self.step,
-                    "order": self.order, "position": self.position, "epoch": self.epoch, "args": vars(self.args)},
-                   str(state) + ".partial")
-        os.replace(str(state) + ".partial", state)
+        self.twin.markov_head.data[used] = self.w2.detach()
+        train_demo.write_state(self.run, {"twin": self.twin.state_dict(), "w1": self.w1.detach(), "w2": self.w2.detach(),
+                                          "used": self.vocab.ids, "optimizer": self.optimizer.state_dict(),
+                                          "step": self.step, "order": self.order, "position": self.position,
+                                          "epoch": self.epoch, "args": vars(self.args)})
 
-    def train(self):
-        import torch
+    @staticmethod
+    def new_window():
+        return {"kl": 0.0, "bce": 0.0, "slots": 0, "accepted": 0.0, "t": time.time()}
 
+    def take_step(self, window):
+        """--batch-sessions sessions, their KL and confidence losses backward."""
+        batch = [self.next_session() for _ in range(self.args.batch_sessions)]
+        n_slots = sum(min(self.twin.block, e - 1 - p) for _, answers in batch for b, e in answers for p in range(b, e - 1))
+        for ids, answers in batch:
+            kl, bce, slots, accepted = self.session_losses(ids, answers)
+            ((kl + bce) / max(1, n_slots)).backward()
+            window["kl"] += kl.item()
+            window["bce"] += bce.item()
+            window["slots"] += slots
+            window["accepted"] += accepted
+
+    def log_entry(self, window, now, start):
         a = self.args
-        start = last_save = time.time()
-        window = {"kl": 0.0, "bce": 0.0, "slots": 0, "accepted": 0.0, "t": time.time()}
-        with open(self.run / "log.jsonl", "a") as log_file:
-            while self.step < a.steps:
-                if a.minutes and time.time() - start > a.minutes * 60:
-                    log(f"stopping after {a.minutes} minutes at step {self.step}; run again to continue")
-                    break
-                for group in self.optimizer.param_groups:
-                    group["lr"] = self.lr_at(self.step)
-                batch = [self.next_session() for _ in range(a.batch_sessions)]
-                n_slots = sum(min(self.twin.block, e - 1 - p) for _, answers in batch for b, e in answers
-                              for p in range(b, e - 1))
-                for ids, answers in batch:
-                    kl, bce, slots, accepted = self.session_losses(ids, answers)
-                    ((kl + bce) / max(1, n_slots)).backward()
-                    window["kl"] += kl.item()
-                    window["bce"] += bce.item()
-                    window["slots"] += slots
-                    window["accepted"] += accepted
-                torch.nn.utils.clip_grad_norm_(self.parameters, 1.0)
-                self.optimizer.step()
-                self.optimizer.zero_grad(set_to_none=True)
-                self.step += 1
-                if self.step % a.log_every == 0 or self.step == a.steps:
-                    now = time.time()
-                    n = max(1, window["slots"])
-                    entry = {"step": self.step, "kl": window["kl"] / n, "confidence_bce": window["bce"] / n,
-                             "greedy_match": window["accepted"] / n, "lr": self.lr_at(self.step - 1),
-                             "seconds_per_step": round((now - window["t"]) / a.log_every, 2)}
-                    log_file.write(json.dumps(entry) + "\n")
-                    log_file.flush()
-                    log(f"step {self.step}/{a.steps}  KL {entry['kl']:.4f}  slots matching the target's argmax "
-                        f"{100 * entry['greedy_match']:.1f}%  {entry['seconds_per_step']} s/step")
-                    window = {"kl": 0.0, "bce": 0.0, "slots": 0, "accepted": 0.0, "t": now}
-                if time.time() - last_save > a.save_minutes * 60:
-                    self.save()
-                    last_save = time.time()
-        self.save()
-        log(f"saved {self.run / 'state.pt'} at step {self.step}")
+        n = max(1, window["slots"])
+        entry = {"step": self.step, "kl": window["kl"] / n, "confidence_bce": window["bce"] / n,
+                 "greedy_match": window["accepted"] / n, "lr": self.lr_at(self.step - 1),
+                 "seconds_per_step": round((now - window["t"]) / a.log_every, 2)}
+        return entry, (f"step {self.step}/{a.steps}  KL {entry['kl']:.4f}  slots matching the target's argmax "
+                       f"{100 * entry['greedy_match']:.1f}%  {entry['seconds_per_step']} s/step")
 
 
 def export(args):
