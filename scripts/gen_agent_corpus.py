@@ -28,8 +28,12 @@ imported, so the trained model meets the example's exact prompt). A tenth of the
 thinking mode with a short reasoning span. Call ids are numbered per session from call_0, as the
 runtime numbers the calls it parses.
 
-Held-out split: names, words, file names, fact keys and arithmetic questions are partitioned by a
-hash of their text, so a held-out session asks nothing that a training session asked.
+Held-out split: the names and words a task asks about or answers with, fact keys, file names and
+arithmetic questions are partitioned by a hash of their text, so a held-out task asks nothing that a
+training task asked. The tokens themselves are shared: copy passages in both splits draw on every
+name, word, key and number, so the model learns to read and write each token it will meet. The
+corpus checks this: every token of a held-out answer also occurs in a training answer (a token that
+never does has an untrained head row and cannot be written).
 """
 from __future__ import annotations
 
@@ -113,6 +117,21 @@ def pool(items, split):
     return chosen
 
 
+# What copy passages are made of, in both splits: every atom a task of either split may need to write
+# (and, below, numbers, file names and codes made the way tasks make them).
+PASSAGE_ATOMS = NAMES + WORDS + FACT_KEYS + COLOURS
+CODE_LETTERS = "ABCDEFGHKMNPRSTXZ"
+
+
+def file_name(rng):
+    a, b = rng.choice(WORDS), rng.choice(WORDS)
+    return f"{rng.choice(FOLDERS)}{a}{rng.choice(['-', '_'])}{b}.{rng.choice(EXTENSIONS)}"
+
+
+def code(rng):
+    return f"{rng.choice(CODE_LETTERS)}{rng.choice(CODE_LETTERS)}-{rng.randint(10, 9999)}"
+
+
 def join_names(names):
     return names[0] if len(names) == 1 else ", ".join(names[:-1]) + " and " + names[-1]
 
@@ -174,8 +193,7 @@ class Generator:
         rng = random.Random(f"files/{self.split}")
         names = set()
         while len(names) < 400:
-            a, b = rng.choice(WORDS), rng.choice(WORDS)
-            name = f"{rng.choice(FOLDERS)}{a}{rng.choice(['-', '_', ''])}{b}.{rng.choice(EXTENSIONS)}"
+            name = file_name(rng)
             if heldout(name) == (self.split == "heldout"):
                 names.add(name)
         return sorted(names)
@@ -246,7 +264,7 @@ class Generator:
         if "fruit" in key or "song" in key or "town" in key or "street" in key or "day" in key or "hint" in key:
             return rng.choice(self.words)
         if "password" in key or "code" in key or "plate" in key or "id" in key:
-            return f"{rng.choice('ABCDEFGHKMNPRSTXZ')}{rng.choice('ABCDEFGHKMNPRSTXZ')}-{rng.randint(10, 9999)}"
+            return code(rng)
         return str(rng.randint(1, 999))
 
     # ---- tasks (each appends one user turn and the rounds that answer it) ----
@@ -338,8 +356,17 @@ class Generator:
         s.answer(f"Your {key} is {value}.")
         s.tasks.append({"kind": "fact", "expect": [value]})
 
+    def number(self):
+        """A number of one to twelve digits (the tokenizer splits digits in threes), a tenth of them decimals."""
+        rng = self.rng
+        digits = "".join(rng.choice("0123456789") for _ in range(rng.randint(1, 12))).lstrip("0") or "0"
+        return f"{digits}.{rng.randint(0, 10**rng.randint(1, 12))}" if rng.random() < 0.1 else digits
+
     def passage(self, n):
-        return " ".join(self.rng.choice(self.words + self.names) for _ in range(n))
+        rng = self.rng
+        makers = [lambda: rng.choice(PASSAGE_ATOMS)] * 6 + [lambda: self.number(), lambda: file_name(rng),
+                                                            lambda: code(rng)]
+        return " ".join(rng.choice(makers)() for _ in range(n))
 
     def task_copy(self, s: Session):
         text = self.passage(self.rng.randint(3, 30))
@@ -371,7 +398,7 @@ class Generator:
         if style < 0.6:
             s = Session(tool_agent.TOOLS, tool_agent.INSTRUCTIONS, thinking)
             tasks = [self.task_calc, self.task_calc, self.task_search, self.task_both, self.task_both,
-                     self.task_memory, self.task_recall_missing, self.task_fact, self.task_chat]
+                     self.task_memory, self.task_recall_missing, self.task_fact, self.task_copy, self.task_chat]
         elif style < 0.75:
             calculator = [t for t in tool_agent.TOOLS if t["name"] == "calculator"]
             s = Session(calculator, rng.choice(["", "You are a helpful assistant.", "Answer briefly."]), thinking)
@@ -406,6 +433,7 @@ def main(argv=None):
     args = parser.parse_args(argv)
     args.out.mkdir(parents=True, exist_ok=True)
     manifest = {"seed": args.seed, "splits": {}}
+    answer_ids = {}
     for split, n in (("train", args.sessions), ("heldout", max(args.sessions // 10, 100))):
         gen = Generator(args.seed, split)
         requests_path = args.out / f"{split}.jsonl"
@@ -415,16 +443,23 @@ def main(argv=None):
         tokens_path = args.out / f"{split}.tokens.jsonl"
         render(args.hippo, args.tokenizer, requests_path, tokens_path)
         n_tokens = n_answer = longest = 0
+        answer_ids[split] = set()
         with open(tokens_path) as f:
             for line in f:
                 d = json.loads(line)
                 n_tokens += len(d["ids"])
                 n_answer += sum(e - b for b, e in d["answers"])
                 longest = max(longest, len(d["ids"]))
+                for b, e in d["answers"]:
+                    answer_ids[split].update(d["ids"][b:e])
         manifest["splits"][split] = {"sessions": n, "tokens": n_tokens, "answer_tokens": n_answer,
                                      "longest": longest, "sha256": {p.name: sha256(p) for p in (requests_path, tokens_path)}}
         print(f"gen_agent_corpus: {split}: {n} sessions, {n_tokens} tokens ({n_answer} generated), longest {longest}",
               file=sys.stderr)
+    unwritable = sorted(answer_ids["heldout"] - answer_ids["train"])
+    if unwritable:
+        raise SystemExit(f"gen_agent_corpus: {len(unwritable)} token ids of held-out answers never occur in a "
+                         f"training answer, so the model could not write them: {unwritable[:20]}")
     (args.out / "manifest.json").write_text(json.dumps(manifest, indent=2) + "\n")
 
 
