@@ -230,7 +230,9 @@ void add_model_commands(CLI::App& app, Invocation& inv) {
 
   auto init = std::make_shared<InitCommand>();
   CLI::App* init_cmd = model->add_subcommand("init", "Write a deterministic random checkpoint in the release layout");
-  init_cmd->add_option("--preset", init->preset, "tiny, small-fullkv or wide (engine/config/presets.h)")
+  init_cmd
+      ->add_option("--preset", init->preset,
+                   "tiny, small-fullkv, wide or demo (the trained default model's init; engine/config/presets.h)")
       ->required()
       ->check(CLI::IsMember(engine::preset_names()));
   init_cmd->add_option("--seed", init->seed, "Seed; the same seed gives the same bytes on every machine")->required();
