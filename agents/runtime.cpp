@@ -876,7 +876,10 @@ class AgentRuntime::Engine {
     for (size_t i = 0; i < decoders.size(); ++i) {
       AgentSession& s = *decoders[i];
       if (s.job->forced_token()) continue;
-      if (!s.drafter) s.drafter = std::make_unique<engine::SessionDrafter>(mode, dspark_block, dspark_guard_);
+      if (!s.drafter) {
+        const engine::StepCosts& costs = options_.draft_costs ? *options_.draft_costs : model_.step_costs();
+        s.drafter = std::make_unique<engine::SessionDrafter>(mode, dspark_block, dspark_guard_, costs);
+      }
       verifying[i].drafts = s.drafter->propose(s.state->token_ids(), s.pending.back(), room(s));
       if (s.drafter->wants_dspark()) {
         blocks.push_back({&*s.state, s.pending.back(), {}, {}});

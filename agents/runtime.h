@@ -87,10 +87,13 @@ struct RuntimeOptions {
   // also closed once unused for completion_max_age.
   int64_t max_prefix_sessions = 64;
   // Speculative decoding (none: off): drafts from the session's own tokens (context), the
-  // checkpoint's DSpark stages (dspark) or the better of both per step (auto;
-  // engine/speculative/session_drafter.h), verified by the model in the decode step, the output
-  // unchanged (docs/engine.md). DSpark takes part only where the checkpoint has its stages.
+  // checkpoint's DSpark stages (dspark) or per step the better of both, or none, for what it costs
+  // (auto; engine/speculative/session_drafter.h), verified by the model in the decode step, the
+  // output unchanged (docs/engine.md). DSpark takes part only where the checkpoint has its stages.
   std::optional<engine::DraftMode> speculation = engine::DraftMode::kAuto;
+  // The costs auto mode weighs drafts by (outliving the runtime); none: the model's measurements
+  // (Model::step_costs). A StepCosts that records nothing makes the choice independent of timing.
+  const engine::StepCosts* draft_costs = nullptr;
 };
 
 class AgentRuntime {

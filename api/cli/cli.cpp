@@ -50,7 +50,8 @@ CLI::Option* add_speculative_option(CLI::App& command, std::string& mode) {
       .add_option("--speculative", mode,
                   "Speculative decoding, output unchanged: off, context (drafts what followed the latest earlier "
                   "occurrence of the text's end in the session, verified by the model), dspark (the checkpoint's "
-                  "DSpark draft stages), auto (per step the better of both; context alone without DSpark stages)")
+                  "DSpark draft stages), auto (per step whichever of both, or none, promises the most tokens for its "
+                  "measured cost; context alone without DSpark stages)")
       ->check(CLI::IsMember({"off", "context", "dspark", "auto"}))
       ->capture_default_str();
 }

@@ -67,7 +67,7 @@ CLI::Option* add_backend_option(CLI::App& command, std::string& backend);
 CLI::Option* add_engine_threads_option(CLI::App& command, int& threads);
 
 // --speculative on a command that decodes: off; context (drafts from the session's own tokens);
-// dspark (the checkpoint's draft stages); auto (per step the better of both;
+// dspark (the checkpoint's draft stages); auto (per step the better of both, or none, for its cost;
 // engine/speculative/session_drafter.h).
 CLI::Option* add_speculative_option(CLI::App& command, std::string& mode);
 // The drafter of a mode (none: off); dspark on a checkpoint without DSpark stages is refused.

@@ -9,6 +9,7 @@
 #include <fmt/format.h>
 
 #include <algorithm>
+#include <chrono>
 #include <cmath>
 #include <cstring>
 
@@ -197,6 +198,7 @@ Status Model::draft_dspark(std::span<DsparkDraft> batch) {
     segments.push_back(segment);
   }
   if (segments.empty()) return Status::ok_status();
+  const auto started = std::chrono::steady_clock::now();
   ForwardPass(*this, std::move(segments), ForwardPass::Depth::kDspark).run();
 
   const DsparkWeights& ds = *weights_.dspark;
@@ -228,6 +230,7 @@ Status Model::draft_dspark(std::span<DsparkDraft> batch) {
       prev[static_cast<size_t>(i)] = best;
     }
   }
+  step_costs_.record_dspark(n, std::chrono::duration<double>(std::chrono::steady_clock::now() - started).count());
   return Status::ok_status();
 }
 

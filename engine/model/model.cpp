@@ -9,6 +9,7 @@
 #include <fmt/format.h>
 
 #include <algorithm>
+#include <chrono>
 #include <filesystem>
 #include <limits>
 #include <set>
@@ -171,10 +172,19 @@ Status Model::forward(std::span<ForwardRequest> batch) {
     segments.push_back(segment);
   }
   if (segments.empty()) return Status::ok_status();
+  int64_t rows = 0;
+  bool decode_shaped = true;  // every session fed one token or a draft: a step whose cost drafters weigh
   for (const ForwardRequest& request : batch) {
     if (request.draft) record_draft(*request.state, static_cast<int64_t>(request.tokens.size()));
+    rows += static_cast<int64_t>(request.tokens.size());
+    decode_shaped = decode_shaped && (request.draft || request.tokens.size() == 1);
   }
+  const auto started = std::chrono::steady_clock::now();
   ForwardPass(*this, std::move(segments), ForwardPass::Depth::kFull).run();
+  if (decode_shaped) {
+    step_costs_.record_forward(static_cast<int64_t>(batch.size()), rows,
+                               std::chrono::duration<double>(std::chrono::steady_clock::now() - started).count());
+  }
   return Status::ok_status();
 }
 

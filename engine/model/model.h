@@ -21,6 +21,7 @@
 #include "engine/model/model_weights.h"
 #include "engine/model/rope.h"
 #include "engine/model/session_state.h"
+#include "engine/model/step_costs.h"
 #include "engine/weights/checkpoint.h"
 #include "kernels/backend.h"
 
@@ -109,6 +110,10 @@ class Model {
   bool has_dspark() const { return weights_.dspark.has_value(); }
   Status draft_dspark(std::span<DsparkDraft> batch);
 
+  // What decode steps, verify rows and DSpark passes have cost lately, measured by forward() and
+  // draft_dspark().
+  const StepCosts& step_costs() const { return step_costs_; }
+
   // The plan's parts, for a scheduler that interleaves a long prefill with other work: of a prompt
   // of n tokens, all but the last decoder_tail_tokens() may go through forward_encoder() (the
   // layers below the candidate source, plus its compressor and index keys; no logits), the tail
@@ -134,6 +139,7 @@ class Model {
   std::unique_ptr<EngramHasher> engram_hasher_;
   std::unique_ptr<kernels::Backend> backend_;
   std::string fingerprint_;
+  StepCosts step_costs_;
 };
 
 }  // namespace hippo::engine

@@ -8,13 +8,18 @@
 namespace hippo::engine {
 
 DraftSource session_draft_source(Model& model, SessionState& state, DraftMode mode) {
+  return session_draft_source(model, state, mode, model.step_costs());
+}
+
+DraftSource session_draft_source(Model& model, SessionState& state, DraftMode mode, const StepCosts& costs) {
   // The drafter and its DSpark guard (one session: the guard is its own).
   struct Drafting {
     DraftGuard dspark_guard{kDsparkGuard};
     std::optional<SessionDrafter> drafter;
   };
   auto drafting = std::make_shared<Drafting>();
-  drafting->drafter.emplace(mode, model.has_dspark() ? model.text().dspark_block_size : 0, drafting->dspark_guard);
+  drafting->drafter.emplace(mode, model.has_dspark() ? model.text().dspark_block_size : 0, drafting->dspark_guard,
+                           costs);
   return [drafting, &model, &state](std::span<const int32_t> tokens, int32_t last) -> Result<std::vector<int32_t>> {
     SessionDrafter& drafter = *drafting->drafter;
     std::vector<int32_t> context = drafter.propose(tokens, last, kMaxDraftTokens);

@@ -24,8 +24,11 @@ namespace hippo::engine {
 using DraftSource = std::function<Result<std::vector<int32_t>>(std::span<const int32_t> tokens, int32_t last)>;
 
 // A session's drafter (session_drafter.h) as the draft source of `state`: the context drafter,
-// DSpark or the better of both each step, each behind its guard.
+// DSpark or the better of both (or none, for its cost) each step, each behind its guard.
 DraftSource session_draft_source(Model& model, SessionState& state, DraftMode mode);
+// The same weighing drafts by `costs` (which outlive the source) instead of the model's measurements;
+// a StepCosts that records nothing makes auto mode's choice independent of timing (tests).
+DraftSource session_draft_source(Model& model, SessionState& state, DraftMode mode, const StepCosts& costs);
 
 struct DecodeCounts {
   int64_t generated = 0;  // tokens chosen (the last one, which ended the output, included)

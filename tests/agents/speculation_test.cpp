@@ -15,9 +15,14 @@ namespace {
 
 using namespace hippo::agents::testing;
 
+// Auto mode weighs drafts by what the model measures as it runs; costs that record nothing (free)
+// make it draft whatever the timing, so that these tests see both drafters at work.
+const engine::StepCosts kUnmeasured;
+
 RuntimeOptions speculation(std::optional<engine::DraftMode> mode) {
   RuntimeOptions o;
   o.speculation = mode;
+  o.draft_costs = &kUnmeasured;
   return o;
 }
 
