@@ -23,15 +23,19 @@ with tool rounds between):
   fact     a fact stated early and asked for later, answered from the conversation (no tool)
   copy     repeat a passage exactly
   chat     greetings, thanks, who are you
+  plan     examples/multi_agent.py's coordinator: split a task (a trip, an event, a report) into n
+           numbered parts; later combine the workers' answers (quoting them) into one
+  part     one of its workers: answer a part briefly
 Tool results are what examples/tool_agent.py returns for such calls (its TOOLS and INSTRUCTIONS are
 imported, so the trained model meets the example's exact prompt). A tenth of the sessions run in
 thinking mode with a short reasoning span. Call ids are numbered per session from call_0, as the
 runtime numbers the calls it parses.
 
-Held-out split: the names and words a task asks about or answers with, fact keys, file names and
-arithmetic questions are partitioned by a hash of their text, so a held-out task asks nothing that a
-training task asked. The tokens themselves are shared: copy passages in both splits draw on every
-name, word, key and number, so the model learns to read and write each token it will meet. The
+Held-out split: the names and words a task asks about or answers with, fact keys, file names,
+arithmetic questions and team tasks are partitioned by a hash of their text, so a held-out task
+asks nothing that a training task asked. The tokens themselves are shared: copy passages in both
+splits draw on every name, word, key and number, so the model learns to read and write each token
+it will meet. The
 corpus checks this: every token of a held-out answer also occurs in a training answer (a token that
 never does has an untrained head row and cannot be written).
 """
@@ -48,6 +52,7 @@ from pathlib import Path
 
 ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT / "examples"))
+import multi_agent  # noqa: E402  (the team example's coordinator and worker instructions)
 import tool_agent  # noqa: E402  (the example's tools, schemas and instructions)
 
 SPLITS = ("train", "heldout")
@@ -92,6 +97,34 @@ CHAT = [
       "and remember things for you.", "A small demo model served by hippo: I use tools to calculate, search "
       "files and remember facts."]),
     (["Bye!", "Goodbye.", "See you later."], ["Goodbye!", "See you!", "Bye! Come back any time."]),
+]
+
+# Team tasks (examples/multi_agent.py): what a coordinator splits, into which parts, and how a worker
+# answers each part (its fields drawn per answer).
+CITIES = "Lisbon Porto Madrid Paris Berlin Vienna Prague Rome Oslo Dublin Athens Krakow Seville Lyon Munich Zurich".split()
+EVENTS = "party dinner picnic workshop meeting wedding concert".split()
+DAYS = "Monday Tuesday Wednesday Thursday Friday Saturday Sunday".split()
+FOODS = "soup bread cheese salad fish cake rice pasta olives pie".split()
+ADJECTIVES = "old new small large busy quiet clean noisy cheap modern".split()
+TEAM_TASKS = [
+    (["Plan a trip to {city}", "Plan a three-day trip to {city}", "Plan a weekend in {city}"],
+     [("Travel to {city} and back", "Take the {a} train on {day} morning and come back on {day2} evening."),
+      ("Where to stay in {city}", "Stay in a {a} hotel near the {w} in the centre of {city}."),
+      ("What to see in {city}", "In {city}, see the {w} and the {w2}, then walk by the {w3}."),
+      ("Where to eat in {city}", "Eat at the {w} market in {city} and try the {food} and the {food2}."),
+      ("What to pack for {city}", "Pack a {w}, a {w2} and good shoes for the {a} streets of {city}.")]),
+    (["Organise a {event} for {name}", "Plan {name}'s {event}", "Prepare a {event} for {name}"],
+     [("Choose a date and a place for the {event}", "Hold the {event} on {day} at the {w}."),
+      ("Invite the guests for {name}'s {event}", "Invite {name2}, {name3} and {name4}."),
+      ("Plan the food for the {event}", "Serve {food}, {food2} and a {food3}."),
+      ("Plan the music for the {event}", "Ask {name2} to play the violin at the {event}."),
+      ("Plan the budget for the {event}", "Keep the {event} under {n} euros, food first.")]),
+    (["Write a short report about the {word}", "Review the {word}", "Assess the state of the {word}"],
+     [("Describe the {word}", "The {word} is {a} and {a2}."),
+      ("List the problems with the {word}", "The {word} has a broken {w} and a {a} {w2}."),
+      ("Suggest improvements to the {word}", "Replace the {w} and clean the {w2} of the {word}."),
+      ("Estimate the cost of the {word}", "The {word} costs about {n} euros a year."),
+      ("Name who looks after the {word}", "{name2} looks after the {word}, with {name3} on {day}.")]),
 ]
 
 CALC_QUESTIONS = ["What is {q}?", "Compute {q}.", "Calculate {q}, please.", "How much is {q}?", "what's {q}",
@@ -380,6 +413,34 @@ class Generator:
         s.answer(self.rng.choice(replies))
         s.tasks.append({"kind": "chat"})
 
+    def team_task(self):
+        """(task, parts, answers) of a team task in this split: n parts for n workers."""
+        rng = self.rng
+        while True:
+            tasks, parts = rng.choice(TEAM_TASKS)
+            fields = {"city": rng.choice(CITIES), "event": rng.choice(EVENTS), "name": rng.choice(NAMES),
+                      "word": rng.choice(WORDS)}
+            task = rng.choice(tasks).format(**fields)
+            if heldout(task) == (self.split == "heldout"):
+                break
+        chosen = sorted(rng.sample(range(len(parts)), rng.randint(2, 4)))
+        names = rng.sample(NAMES, 3)
+        fill = lambda template: template.format(  # noqa: E731
+            **fields, name2=names[0], name3=names[1], name4=names[2], day=rng.choice(DAYS), day2=rng.choice(DAYS),
+            a=rng.choice(ADJECTIVES), a2=rng.choice(ADJECTIVES), w=rng.choice(WORDS), w2=rng.choice(WORDS),
+            w3=rng.choice(WORDS), food=rng.choice(FOODS), food2=rng.choice(FOODS), food3=rng.choice(FOODS),
+            n=rng.randint(2, 99) * 50)
+        return task, [parts[i][0].format(**fields) for i in chosen], [fill(parts[i][1]) for i in chosen]
+
+    def task_plan(self, s: Session, task, parts, answers):
+        s.user(task)
+        s.answer("\n".join(f"{i}. {part}" for i, part in enumerate(parts, 1)))
+        s.tasks.append({"kind": "plan", "expect": parts})
+        report = "\n".join(f"Answer {i} (to: {part}): {answer}" for i, (part, answer) in enumerate(zip(parts, answers), 1))
+        s.user(f"Your team answered:\n{report}\nCombine these into one answer to the task.")
+        s.answer(" ".join(answers))
+        s.tasks.append({"kind": "combine", "expect": answers})
+
     def fillers(self, s: Session, n):
         for _ in range(n):
             self.rng.choice([self.task_chat, self.task_copy] + ([self.task_calc] if s.tools else []))(s)
@@ -395,11 +456,23 @@ class Generator:
         rng = self.rng
         style = rng.random()
         thinking = rng.random() < 0.1
+        if style >= 0.92:  # examples/multi_agent.py's team: its coordinator, or one of its workers
+            task, parts, answers = self.team_task()
+            if rng.random() < 0.5:
+                s = Session([], multi_agent.COORDINATOR.format(n=len(parts)), False)
+                self.task_plan(s, task, parts, answers)
+            else:
+                i = rng.randrange(len(parts))
+                s = Session([], multi_agent.WORKER.format(i=i + 1), False)
+                s.user(parts[i])
+                s.answer(answers[i])
+                s.tasks.append({"kind": "part", "expect": [answers[i]]})
+            return s.request()
         if style < 0.6:
             s = Session(tool_agent.TOOLS, tool_agent.INSTRUCTIONS, thinking)
             tasks = [self.task_calc, self.task_calc, self.task_search, self.task_both, self.task_both,
                      self.task_memory, self.task_recall_missing, self.task_fact, self.task_copy, self.task_chat]
-        elif style < 0.75:
+        elif style < 0.72:
             calculator = [t for t in tool_agent.TOOLS if t["name"] == "calculator"]
             s = Session(calculator, rng.choice(["", "You are a helpful assistant.", "Answer briefly."]), thinking)
             tasks = [self.task_calc, self.task_calc, self.task_calc, self.task_fact, self.task_chat]
