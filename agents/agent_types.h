@@ -4,6 +4,7 @@
 #pragma once
 
 #include "base/status.h"
+#include "engine/model/step_costs.h"
 #include "engine/sampling/sampler.h"
 #include "engine/speculative/context_drafter.h"
 #include "engine/tokenizer/chat_encoding.h"
@@ -164,6 +165,7 @@ struct RuntimeStats {
   int64_t accepted_tokens = 0;
   std::array<int64_t, engine::kMaxDraftTokens + 1> drafts_by_accepted{};  // verifies by drafts accepted
   std::array<int64_t, 2> drafted_by{}, accepted_by{};  // the same, per engine::Drafter
+  engine::StepCostEstimate step_costs;  // what auto speculation weighs drafts by (engine/model/step_costs.h)
 };
 
 }  // namespace hippo::agents

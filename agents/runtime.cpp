@@ -568,6 +568,7 @@ class AgentRuntime::Engine {
     }
     out.queued_responses = static_cast<int64_t>(queue_.size());
     out.running_responses = static_cast<int64_t>(running_.size());
+    out.step_costs = draft_costs().estimate();
     std::error_code ec;
     for (const char* suffix : {"", "-wal"}) {
       const auto bytes = std::filesystem::file_size(options_.db_path + suffix, ec);
@@ -859,6 +860,10 @@ class AgentRuntime::Engine {
     std::vector<float> logits;  // [tokens, vocab]
   };
 
+  const engine::StepCosts& draft_costs() const {
+    return options_.draft_costs ? *options_.draft_costs : model_.step_costs();
+  }
+
   // Drafts for the decoding sessions: each session's drafter proposes its context drafts or asks
   // for DSpark, whose blocks then run for all that asked in one pass. None for a session where
   // speculation is off, the response must take a given token next, a guard pauses the drafter, or
@@ -877,8 +882,7 @@ class AgentRuntime::Engine {
       AgentSession& s = *decoders[i];
       if (s.job->forced_token()) continue;
       if (!s.drafter) {
-        const engine::StepCosts& costs = options_.draft_costs ? *options_.draft_costs : model_.step_costs();
-        s.drafter = std::make_unique<engine::SessionDrafter>(mode, dspark_block, dspark_guard_, costs);
+        s.drafter = std::make_unique<engine::SessionDrafter>(mode, dspark_block, dspark_guard_, draft_costs());
       }
       verifying[i].drafts = s.drafter->propose(s.state->token_ids(), s.pending.back(), room(s));
       if (s.drafter->wants_dspark()) {

@@ -6,6 +6,7 @@
 
 #include <algorithm>
 #include <tuple>
+#include <utility>
 
 namespace hippo::server {
 
@@ -86,6 +87,12 @@ std::string prometheus_text(const agents::RuntimeStats& s, const ServerCounters&
   out += fmt::format("hippo_draft_accepted_tokens_bucket{{le=\"+Inf\"}} {}\nhippo_draft_accepted_tokens_sum {}\n"
                      "hippo_draft_accepted_tokens_count {}\n",
                      drafts, accepted, drafts);
+  out += "# HELP hippo_step_cost_seconds What automatic speculation weighs drafts by, measured per session: a decode "
+         "step, each extra verify row, a DSpark pass (0: not measured yet).\n# TYPE hippo_step_cost_seconds gauge\n";
+  for (const auto& [what, seconds] : {std::pair{"decode_step", s.step_costs.step}, std::pair{"verify_row", s.step_costs.row},
+                                      std::pair{"dspark_pass", s.step_costs.dspark}}) {
+    out += fmt::format("hippo_step_cost_seconds{{what=\"{}\"}} {}\n", what, seconds);
+  }
   metric(out, "hippo_snapshot_seconds_total", "counter", "Time spent writing snapshots (until durable).",
          s.snapshot_seconds);
   metric(out, "hippo_resume_seconds_total", "counter", "Time spent restoring sessions from snapshots.",

@@ -130,6 +130,9 @@ def test_speculative_drafts_keep_the_answer_and_are_counted(server, checkpoint, 
         assert metric(dspark, "hippo_drafted_tokens_total") > 0
         assert metric(dspark, 'hippo_drafted_tokens_by_drafter_total{drafter="dspark"}') > 0
         assert metric(dspark, 'hippo_drafted_tokens_by_drafter_total{drafter="context"}') == 0
+        # What auto mode would weigh drafts by, as measured: a decode step and a DSpark pass.
+        assert metric(dspark, 'hippo_step_cost_seconds{what="decode_step"}') > 0
+        assert metric(dspark, 'hippo_step_cost_seconds{what="dspark_pass"}') > 0
         assert dspark.stop() == 0, dspark.log()
     assert with_dspark.choices[0].message.content == plain.choices[0].message.content
     assert drafted.choices[0].message.content == plain.choices[0].message.content
