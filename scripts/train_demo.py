@@ -19,6 +19,8 @@ tokens/s).
 
 How it trains:
 - Every parameter of the text model that gets a gradient, starting from hippo's own init.
+- With --copy-steps N, first N steps of copying alone (Trainer.copy_stage): the agent corpus alone
+  did not teach this model to copy, which its tasks need (docs/BENCHMARKS.md).
 - The loss is next-token cross-entropy on the ids the model generates (the answer spans of
   `hippo model render`): the prompt, tool results and user turns are context only.
 - The head: only the ids the corpus uses are trained. Every other row of the 129,280 x 64 head is
@@ -223,6 +225,7 @@ class Trainer:
         self.position = 0
         self.epoch = 0
         self.tokens = 0
+        self.copy_step = 0  # steps of the copy stage done (copy_stage)
         saved = saved_state(self.run, self.vocab.ids)
         if saved is not None:
             self.model.load_state_dict(saved["model"])
@@ -230,6 +233,7 @@ class Trainer:
             self.optimizer.load_state_dict(saved["optimizer"])
             self.step, self.order, self.position = saved["step"], saved["order"], saved["position"]
             self.epoch, self.tokens = saved["epoch"], saved["tokens"]
+            self.copy_step = saved.get("copy_step", 0)
             self.history = saved.get("history") or [{"from_step": 0, "to_step": self.step, "args": saved["args"]}]
             log(f"resumed at step {self.step} ({self.tokens} tokens)")
         self.segment_start = self.step
@@ -310,9 +314,58 @@ class Trainer:
         write_state(self.run, {"model": self.model.state_dict(), "head": self.head.detach(), "used": self.vocab.ids,
                                "optimizer": self.optimizer.state_dict(), "step": self.step, "order": self.order,
                                "position": self.position, "epoch": self.epoch, "tokens": self.tokens,
-                               "args": vars(self.args), "history": self.history_now()})
+                               "args": vars(self.args), "history": self.history_now(), "copy_step": self.copy_step})
 
     say = staticmethod(log)  # progress lines, under this script's name
+
+    def copy_stage(self):
+        """Before the agent corpus, --copy-steps steps of copying alone: 32 sequences a step of BOS,
+        n = 4..24 ids drawn from those the corpus' answers use, a separator, and the same n again,
+        with the loss on the copy, at --lr. The agent corpus alone did not teach this model to copy
+        in 1,500 steps; this stage does, slowly (docs/BENCHMARKS.md: 36% of copied tokens after
+        2,500 steps). Resumable: each step's sequences come from the seed and the step."""
+        import torch
+        import torch.nn.functional as F
+
+        a = self.args
+        if self.step > 0 or self.copy_step >= a.copy_steps:
+            return
+        pool = sorted({ids[i] for ids, answers in self.sessions for b, e in answers for i in range(b, e)})
+        separator = 201  # any id; the one of the measured run
+        for group in self.optimizer.param_groups:
+            group["lr"] = a.lr
+        start = last_save = time.time()
+        loss_sum = copied = 0.0
+        with open(self.run / "log.jsonl", "a") as log_file:
+            while self.copy_step < a.copy_steps:
+                rng = random.Random(f"copy/{a.seed}/{self.copy_step}")
+                n = rng.randint(4, 24)
+                ids = torch.tensor([[0] + xs + [separator] + xs
+                                    for xs in ([rng.choice(pool) for _ in range(n)] for _ in range(32))])
+                hidden = self.model.model(input_ids=ids, use_cache=False).last_hidden_state
+                logits = self.vocab.with_unused(hidden[:, n + 1:2 * n + 1] @ self.head.T)
+                targets = self.vocab.column[ids[:, n + 2:]]
+                loss = F.cross_entropy(logits.reshape(-1, logits.shape[-1]), targets.reshape(-1))
+                loss.backward()
+                torch.nn.utils.clip_grad_norm_(self.parameters, 1.0)
+                self.optimizer.step()
+                self.optimizer.zero_grad(set_to_none=True)
+                self.copy_step += 1
+                loss_sum += loss.item()
+                copied += (logits.argmax(-1) == targets).float().mean().item()
+                if self.copy_step % a.log_every == 0 or self.copy_step == a.copy_steps:
+                    k = (self.copy_step - 1) % a.log_every + 1
+                    entry = {"copy_step": self.copy_step, "loss": loss_sum / k, "copied": round(copied / k, 4),
+                             "elapsed_s": round(time.time() - start, 1)}
+                    log_file.write(json.dumps(entry) + "\n")
+                    log_file.flush()
+                    self.say(f"copy step {self.copy_step}/{a.copy_steps}  loss {entry['loss']:.4f}  "
+                             f"copied {entry['copied']:.2f}")
+                    loss_sum = copied = 0.0
+                if time.time() - last_save > a.save_minutes * 60:
+                    self.save()
+                    last_save = time.time()
+        self.save()
 
     # One training run, which train_dspark.py's trainer runs too: until --steps, or (resumably) until
     # --minutes have passed; each step sets its learning rate, lets take_step() run the batch's
@@ -530,6 +583,7 @@ def main(argv=None):
     t.add_argument("--chunk", type=int, default=512, help="forward in chunks of this many tokens (0: one forward)")
     t.add_argument("--min-shared", type=int, default=256,
                    help="sessions of a batch that share this many leading tokens run them once")
+    t.add_argument("--copy-steps", type=int, default=0, help="first, this many steps of copying alone (copy_stage)")
     e = sub.add_parser("export")
     e.add_argument("--out", required=True)
     for p in (t, e):
@@ -545,7 +599,9 @@ def main(argv=None):
             Path(args.run).mkdir(parents=True, exist_ok=True)
             subprocess.run([args.hippo, "--log-level", "warn", "model", "init", "--preset", "demo", "--seed",
                             str(args.seed), "--out", str(init), "--tokenizer", args.tokenizer], check=True)
-        Trainer(args).train()
+        trainer = Trainer(args)
+        trainer.copy_stage()
+        trainer.train()
     else:
         export(args)
 
