@@ -35,9 +35,8 @@ Held-out split: the names and words a task asks about or answers with, fact keys
 arithmetic questions and team tasks are partitioned by a hash of their text, so a held-out task
 asks nothing that a training task asked. The tokens themselves are shared: copy passages in both
 splits draw on every name, word, key and number, so the model learns to read and write each token
-it will meet. The
-corpus checks this: every token of a held-out answer also occurs in a training answer (a token that
-never does has an untrained head row and cannot be written).
+it will meet. The corpus checks this: every token of a held-out answer also occurs in a training
+answer (a token that never does has an untrained head row and cannot be written).
 """
 from __future__ import annotations
 
@@ -397,8 +396,7 @@ class Generator:
 
     def passage(self, n):
         rng = self.rng
-        makers = [lambda: rng.choice(PASSAGE_ATOMS)] * 6 + [lambda: self.number(), lambda: file_name(rng),
-                                                            lambda: code(rng)]
+        makers = [lambda: rng.choice(PASSAGE_ATOMS)] * 6 + [self.number, lambda: file_name(rng), lambda: code(rng)]
         return " ".join(rng.choice(makers)() for _ in range(n))
 
     def task_copy(self, s: Session):

@@ -33,16 +33,15 @@ SessionDrafter::Choice SessionDrafter::choose(int64_t context_drafts, bool dspar
   auto rate = [&](double drafts, double acceptance, double overhead) {
     return (1 + drafts * acceptance) / (1 + drafts * row + overhead);
   };
+  const double dspark_drafts = std::min(dspark_drafts_, static_cast<double>(room));
   const double context_rate =
       context_drafts > 0 ? rate(static_cast<double>(context_drafts), context_stats_.acceptance, 0) : 0;
-  const double dspark_rate =
-      dspark ? rate(std::min(dspark_drafts_, static_cast<double>(room)), dspark_stats_.acceptance, pass) : 0;
+  const double dspark_rate = dspark ? rate(dspark_drafts, dspark_stats_.acceptance, pass) : 0;
   Choice choice = context_rate > 1 && context_rate >= dspark_rate ? Choice::kContext
                   : dspark_rate > 1                                ? Choice::kDspark
                                                                    : Choice::kPlain;
   if (choice == Choice::kPlain && (context_drafts > 0 || dspark)) {
     const bool context_probe = context_rate >= dspark_rate;  // an unavailable drafter's rate is 0
-    const double dspark_drafts = std::min(dspark_drafts_, static_cast<double>(room));
     const double overhead = context_probe ? static_cast<double>(context_drafts) * row : dspark_drafts * row + pass;
     if (++declined_ >= probe_interval(overhead)) choice = context_probe ? Choice::kContext : Choice::kDspark;
   }
