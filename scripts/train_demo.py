@@ -19,7 +19,7 @@ tokens/s).
 
 How it trains:
 - Every parameter of the text model that gets a gradient, starting from hippo's own init.
-- With --copy-steps N, first N steps of copying alone (Trainer.copy_stage): the agent corpus alone
+- With --copy-steps N, first N steps of copying alone (CopyStage): the agent corpus alone
   did not teach this model to copy, which its tasks need (docs/BENCHMARKS.md).
 - The loss is next-token cross-entropy on the ids the model generates (the answer spans of
   `hippo model render`): the prompt, tool results and user turns are context only.
@@ -195,6 +195,53 @@ def saved_state(run: Path, used: list[int]):
     return saved
 
 
+class CopyStage:
+    """Before the agent corpus, --copy-steps steps of copying alone: 32 sequences a step of BOS,
+    n = 4..24 ids drawn from those the corpus' answers use, a separator, and the same n again, with
+    the loss on the copy, at a constant --lr. The agent corpus alone did not teach this model to
+    copy in 1,500 steps; this stage does, slowly (docs/BENCHMARKS.md: 36% of copied tokens after
+    2,500 steps). Resumable: each step's sequences come from the seed and the step."""
+
+    separator = 201  # any id; the one of the measured run
+
+    def __init__(self, trainer):
+        self.trainer = trainer
+        self.pool = sorted({ids[i] for ids, answers in trainer.sessions for b, e in answers for i in range(b, e)})
+
+    def lr_at(self, step):
+        return self.trainer.args.lr
+
+    @staticmethod
+    def new_window():
+        return {"loss": 0.0, "copied": 0.0, "steps": 0}
+
+    def take_step(self, window):
+        import torch
+        import torch.nn.functional as F
+
+        t = self.trainer
+        rng = random.Random(f"copy/{t.args.seed}/{t.copy_step}")
+        n = rng.randint(4, 24)
+        ids = torch.tensor([[0] + xs + [self.separator] + xs
+                            for xs in ([rng.choice(self.pool) for _ in range(n)] for _ in range(32))])
+        hidden = t.model.model(input_ids=ids, use_cache=False).last_hidden_state
+        logits = t.vocab.with_unused(hidden[:, n + 1:2 * n + 1] @ t.head.T)
+        targets = t.vocab.column[ids[:, n + 2:]]
+        loss = F.cross_entropy(logits.reshape(-1, logits.shape[-1]), targets.reshape(-1))
+        loss.backward()
+        window["loss"] += loss.item()
+        window["copied"] += (logits.argmax(-1) == targets).float().mean().item()
+        window["steps"] += 1
+
+    def log_entry(self, window, now, start):
+        t = self.trainer
+        k = window["steps"]
+        entry = {"copy_step": t.copy_step, "loss": window["loss"] / k, "copied": round(window["copied"] / k, 4),
+                 "elapsed_s": round(now - start, 1)}
+        return entry, (f"copy step {t.copy_step}/{t.args.copy_steps}  loss {entry['loss']:.4f}  "
+                       f"copied {entry['copied']:.2f}")
+
+
 class Trainer:
     def __init__(self, args):
         import torch
@@ -225,7 +272,7 @@ class Trainer:
         self.position = 0
         self.epoch = 0
         self.tokens = 0
-        self.copy_step = 0  # steps of the copy stage done (copy_stage)
+        self.copy_step = 0  # steps of the copy stage done (CopyStage)
         saved = saved_state(self.run, self.vocab.ids)
         if saved is not None:
             self.model.load_state_dict(saved["model"])
@@ -235,7 +282,8 @@ class Trainer:
             self.epoch, self.tokens = saved["epoch"], saved["tokens"]
             self.copy_step = saved.get("copy_step", 0)
             self.history = saved.get("history") or [{"from_step": 0, "to_step": self.step, "args": saved["args"]}]
-            log(f"resumed at step {self.step} ({self.tokens} tokens)")
+            log(f"resumed at copy step {self.copy_step}" if self.step == 0 and self.copy_step
+                else f"resumed at step {self.step} ({self.tokens} tokens)")
         self.segment_start = self.step
         self.model.train()
 
@@ -318,90 +366,54 @@ class Trainer:
 
     say = staticmethod(log)  # progress lines, under this script's name
 
-    def copy_stage(self):
-        """Before the agent corpus, --copy-steps steps of copying alone: 32 sequences a step of BOS,
-        n = 4..24 ids drawn from those the corpus' answers use, a separator, and the same n again,
-        with the loss on the copy, at --lr. The agent corpus alone did not teach this model to copy
-        in 1,500 steps; this stage does, slowly (docs/BENCHMARKS.md: 36% of copied tokens after
-        2,500 steps). Resumable: each step's sequences come from the seed and the step."""
-        import torch
-        import torch.nn.functional as F
-
-        a = self.args
-        if self.step > 0 or self.copy_step >= a.copy_steps:
-            return
-        pool = sorted({ids[i] for ids, answers in self.sessions for b, e in answers for i in range(b, e)})
-        separator = 201  # any id; the one of the measured run
-        for group in self.optimizer.param_groups:
-            group["lr"] = a.lr
-        start = last_save = time.time()
-        loss_sum = copied = 0.0
-        with open(self.run / "log.jsonl", "a") as log_file:
-            while self.copy_step < a.copy_steps:
-                rng = random.Random(f"copy/{a.seed}/{self.copy_step}")
-                n = rng.randint(4, 24)
-                ids = torch.tensor([[0] + xs + [separator] + xs
-                                    for xs in ([rng.choice(pool) for _ in range(n)] for _ in range(32))])
-                hidden = self.model.model(input_ids=ids, use_cache=False).last_hidden_state
-                logits = self.vocab.with_unused(hidden[:, n + 1:2 * n + 1] @ self.head.T)
-                targets = self.vocab.column[ids[:, n + 2:]]
-                loss = F.cross_entropy(logits.reshape(-1, logits.shape[-1]), targets.reshape(-1))
-                loss.backward()
-                torch.nn.utils.clip_grad_norm_(self.parameters, 1.0)
-                self.optimizer.step()
-                self.optimizer.zero_grad(set_to_none=True)
-                self.copy_step += 1
-                loss_sum += loss.item()
-                copied += (logits.argmax(-1) == targets).float().mean().item()
-                if self.copy_step % a.log_every == 0 or self.copy_step == a.copy_steps:
-                    k = (self.copy_step - 1) % a.log_every + 1
-                    entry = {"copy_step": self.copy_step, "loss": loss_sum / k, "copied": round(copied / k, 4),
-                             "elapsed_s": round(time.time() - start, 1)}
-                    log_file.write(json.dumps(entry) + "\n")
-                    log_file.flush()
-                    self.say(f"copy step {self.copy_step}/{a.copy_steps}  loss {entry['loss']:.4f}  "
-                             f"copied {entry['copied']:.2f}")
-                    loss_sum = copied = 0.0
-                if time.time() - last_save > a.save_minutes * 60:
-                    self.save()
-                    last_save = time.time()
-        self.save()
-
-    # One training run, which train_dspark.py's trainer runs too: until --steps, or (resumably) until
-    # --minutes have passed; each step sets its learning rate, lets take_step() run the batch's
-    # forward and backward (adding to the log window), clips the gradient to norm 1 and steps the
-    # optimiser; every --log-every steps log_entry() makes the log line; state.pt every
-    # --save-minutes and at the end.
-    def train(self):
+    # The training loop, which the copy stage, the agent stage and train_dspark.py's trainer run:
+    # steps until the attribute `counter` reaches `total` or (resumably) --minutes after `start`;
+    # each step sets the stage's learning rate, lets its take_step() run a batch's forward and
+    # backward (adding to the log window), clips the gradient to norm 1 and steps the optimiser;
+    # every --log-every steps its log_entry() makes the log line; state.pt every --save-minutes and
+    # at the end. Returns whether it reached `total`.
+    def run_stage(self, stage, counter: str, total: int, start: float) -> bool:
         import torch
 
         a = self.args
-        start = last_save = time.time()
-        window = self.new_window()
+        last_save = time.time()
+        window = stage.new_window()
+        name = counter.replace("_", " ")
         with open(self.run / "log.jsonl", "a") as log_file:
-            while self.step < a.steps:
+            while getattr(self, counter) < total:
                 if a.minutes and time.time() - start > a.minutes * 60:
-                    self.say(f"stopping after {a.minutes} minutes at step {self.step}; run again to continue")
+                    self.say(f"stopping after {a.minutes} minutes at {name} {getattr(self, counter)}; "
+                             "run again to continue")
                     break
                 for group in self.optimizer.param_groups:
-                    group["lr"] = self.lr_at(self.step)
-                self.take_step(window)
+                    group["lr"] = stage.lr_at(getattr(self, counter))
+                stage.take_step(window)
                 torch.nn.utils.clip_grad_norm_(self.parameters, 1.0)
                 self.optimizer.step()
                 self.optimizer.zero_grad(set_to_none=True)
-                self.step += 1
-                if self.step % a.log_every == 0 or self.step == a.steps:
-                    now = time.time()
-                    entry, message = self.log_entry(window, now, start)
+                setattr(self, counter, getattr(self, counter) + 1)
+                done = getattr(self, counter)
+                if done % a.log_every == 0 or done == total:
+                    entry, message = stage.log_entry(window, time.time(), start)
                     log_file.write(json.dumps(entry) + "\n")
                     log_file.flush()
                     self.say(message)
-                    window = self.new_window()
+                    window = stage.new_window()
                 if time.time() - last_save > a.save_minutes * 60:
                     self.save()
                     last_save = time.time()
         self.save()
-        self.say(f"saved {self.run / 'state.pt'} at step {self.step}")
+        self.say(f"saved {self.run / 'state.pt'} at {name} {getattr(self, counter)}")
+        return getattr(self, counter) >= total
+
+    def train(self):
+        """The copy stage (if --copy-steps asks for one and the agent stage has not begun), then the
+        agent corpus; --minutes bounds both together."""
+        start = time.time()
+        if self.step == 0 and self.copy_step < self.args.copy_steps:
+            if not self.run_stage(CopyStage(self), "copy_step", self.args.copy_steps, start):
+                return
+        self.run_stage(self, "step", self.args.steps, start)
 
     @staticmethod
     def new_window():
@@ -583,7 +595,7 @@ def main(argv=None):
     t.add_argument("--chunk", type=int, default=512, help="forward in chunks of this many tokens (0: one forward)")
     t.add_argument("--min-shared", type=int, default=256,
                    help="sessions of a batch that share this many leading tokens run them once")
-    t.add_argument("--copy-steps", type=int, default=0, help="first, this many steps of copying alone (copy_stage)")
+    t.add_argument("--copy-steps", type=int, default=0, help="first, this many steps of copying alone (CopyStage)")
     e = sub.add_parser("export")
     e.add_argument("--out", required=True)
     for p in (t, e):
@@ -599,9 +611,7 @@ def main(argv=None):
             Path(args.run).mkdir(parents=True, exist_ok=True)
             subprocess.run([args.hippo, "--log-level", "warn", "model", "init", "--preset", "demo", "--seed",
                             str(args.seed), "--out", str(init), "--tokenizer", args.tokenizer], check=True)
-        trainer = Trainer(args)
-        trainer.copy_stage()
-        trainer.train()
+        Trainer(args).train()
     else:
         export(args)
 

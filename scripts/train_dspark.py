@@ -89,7 +89,10 @@ class Trainer:
     # The data order, the learning-rate schedule and the training loop of train_demo.py.
     next_session = train_demo.Trainer.next_session
     lr_at = train_demo.Trainer.lr_at
-    train = train_demo.Trainer.train
+    run_stage = train_demo.Trainer.run_stage
+
+    def train(self):
+        self.run_stage(self, "step", self.args.steps, time.time())
 
     def session_losses(self, ids, answers):
         """(summed KL, summed confidence BCE, slots, accepted-if-greedy slots) of one session."""
