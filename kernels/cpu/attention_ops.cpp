@@ -175,6 +175,98 @@ __attribute__((target("default"))) void index_scores_for_isa(const float* q, std
   index_scores_tiled<4, 1>(q, heads, dim, kt, ld, n, weights, scale, scores);
 }
 
+// acc[h][e] += q[h·q_stride + d] · rows[e][d] lane by lane for d < dim in vectors of 16 (the last
+// one zero-padded): lane l of acc is chain l of row_scores.
+template <int HB, int EB>
+[[gnu::always_inline]] inline void row_dot_tile(const float* q, std::int64_t q_stride, const float* const* rows,
+                                                std::int64_t dim, V (&acc)[HB][EB]) {
+  std::int64_t d = 0;
+  for (; d + kLanes <= dim; d += kLanes) {
+    V k[EB];
+#pragma GCC unroll 4
+    for (int e = 0; e < EB; ++e) k[e] = *reinterpret_cast<const VU*>(rows[e] + d);
+#pragma GCC unroll 4
+    for (int h = 0; h < HB; ++h) {
+      const V x = *reinterpret_cast<const VU*>(q + h * q_stride + d);
+#pragma GCC unroll 4
+      for (int e = 0; e < EB; ++e) acc[h][e] += x * k[e];
+    }
+  }
+  if (d == dim) return;
+  alignas(64) float pad[kLanes] = {};
+  const std::size_t tail = static_cast<std::size_t>(dim - d) * sizeof(float);
+  V k[EB];
+  for (int e = 0; e < EB; ++e) {
+    std::memcpy(pad, rows[e] + d, tail);
+    k[e] = *reinterpret_cast<const V*>(pad);
+  }
+  for (int h = 0; h < HB; ++h) {
+    std::memcpy(pad, q + h * q_stride + d, tail);
+    const V x = *reinterpret_cast<const V*>(pad);
+    for (int e = 0; e < EB; ++e) acc[h][e] += x * k[e];
+  }
+}
+
+// row_scores' tree over the 16 chains.
+[[gnu::always_inline]] inline float lane_tree(V t) {
+  using M = std::int32_t __attribute__((vector_size(64)));
+  t += __builtin_shuffle(t, M{8, 9, 10, 11, 12, 13, 14, 15, 8, 9, 10, 11, 12, 13, 14, 15});
+  t += __builtin_shuffle(t, M{4, 5, 6, 7, 4, 5, 6, 7, 4, 5, 6, 7, 4, 5, 6, 7});
+  t += __builtin_shuffle(t, M{2, 3, 2, 3, 2, 3, 2, 3, 2, 3, 2, 3, 2, 3, 2, 3});
+  t += __builtin_shuffle(t, M{1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1});
+  return t[0];
+}
+
+// Scores of heads [h, h + HB) against keys [j, j + EB).
+template <int HB, int EB>
+[[gnu::always_inline]] inline void row_score_block(const float* q, std::int64_t q_stride, const float* const* rows,
+                                                   std::int64_t dim, std::int64_t h, std::int64_t j, float* scores,
+                                                   std::int64_t score_stride) {
+  V acc[HB][EB] = {};
+  row_dot_tile<HB, EB>(q + h * q_stride, q_stride, rows + j, dim, acc);
+  for (int a = 0; a < HB; ++a) {
+    for (int e = 0; e < EB; ++e) scores[(h + a) * score_stride + j + e] = lane_tree(acc[a][e]);
+  }
+}
+
+template <int HB, int EB>
+[[gnu::always_inline]] inline void row_scores_heads(const float* q, std::int64_t q_stride, const float* const* rows,
+                                                    std::int64_t n, std::int64_t dim, std::int64_t h, float* scores,
+                                                    std::int64_t score_stride) {
+  std::int64_t j = 0;
+  for (; j + EB <= n; j += EB) row_score_block<HB, EB>(q, q_stride, rows, dim, h, j, scores, score_stride);
+  for (; j < n; ++j) row_score_block<HB, 1>(q, q_stride, rows, dim, h, j, scores, score_stride);
+}
+
+template <int HB, int EB>
+[[gnu::always_inline]] inline void row_scores_tiled(const float* q, std::int64_t heads, std::int64_t q_stride,
+                                                    const float* const* rows, std::int64_t n, std::int64_t dim,
+                                                    float* scores, std::int64_t score_stride) {
+  std::int64_t h = 0;
+  for (; h + HB <= heads; h += HB) row_scores_heads<HB, EB>(q, q_stride, rows, n, dim, h, scores, score_stride);
+  for (; h < heads; ++h) row_scores_heads<1, EB>(q, q_stride, rows, n, dim, h, scores, score_stride);
+}
+
+// One version per instruction set: 4 heads × 4 keys is 16 accumulators in AVX-512's 32 registers;
+// AVX2 holds each 16-float vector in two of its 16, so it takes 2 × 2.
+__attribute__((target("arch=x86-64-v4"))) void row_scores_for_isa(const float* q, std::int64_t heads,
+                                                                 std::int64_t q_stride, const float* const* rows,
+                                                                 std::int64_t n, std::int64_t dim, float* scores,
+                                                                 std::int64_t score_stride) {
+  row_scores_tiled<4, 4>(q, heads, q_stride, rows, n, dim, scores, score_stride);
+}
+__attribute__((target("arch=x86-64-v3"))) void row_scores_for_isa(const float* q, std::int64_t heads,
+                                                                 std::int64_t q_stride, const float* const* rows,
+                                                                 std::int64_t n, std::int64_t dim, float* scores,
+                                                                 std::int64_t score_stride) {
+  row_scores_tiled<2, 2>(q, heads, q_stride, rows, n, dim, scores, score_stride);
+}
+__attribute__((target("default"))) void row_scores_for_isa(const float* q, std::int64_t heads, std::int64_t q_stride,
+                                                          const float* const* rows, std::int64_t n, std::int64_t dim,
+                                                          float* scores, std::int64_t score_stride) {
+  row_scores_tiled<2, 2>(q, heads, q_stride, rows, n, dim, scores, score_stride);
+}
+
 // out[h][d0 + c·16 + lane] = Σ_j p[h·p_stride + j] · rows[j][d0 + c·16 + lane], in j order.
 template <int HB, int CB>
 [[gnu::always_inline]] inline void sum_columns(const float* p, std::int64_t p_stride, const float* const* rows,
@@ -369,6 +461,11 @@ __attribute__((target_clones("arch=x86-64-v4", "arch=x86-64-v3", "default"))) vo
     score_heads<kScoreHeads>(q + h * q_stride, q_stride, kt, ld, n, dim, scores + h * score_stride, score_stride);
   }
   for (; h < heads; ++h) score_heads<1>(q + h * q_stride, q_stride, kt, ld, n, dim, scores + h * score_stride, score_stride);
+}
+
+void row_scores(const float* q, std::int64_t heads, std::int64_t q_stride, const float* const* rows, std::int64_t n,
+                std::int64_t dim, float* scores, std::int64_t score_stride) {
+  row_scores_for_isa(q, heads, q_stride, rows, n, dim, scores, score_stride);
 }
 
 void index_scores(const float* q, std::int64_t heads, std::int64_t dim, const float* kt, std::int64_t ld,

@@ -15,6 +15,14 @@ namespace hippo::kernels::cpu {
 void transposed_scores(const float* q, std::int64_t heads, std::int64_t q_stride, const float* kt, std::int64_t ld,
                        std::int64_t n, std::int64_t dim, float* scores, std::int64_t score_stride);
 
+// scores[h·score_stride + j] = the dot of q[h·q_stride + ·] and rows[j] over d < dim, for h < heads,
+// j < n, in one fixed order: 16 chains from zero, chain l over d ≡ l (mod 16) ascending (a term past
+// dim is zero), then the tree ((c_l + c_{l+8}) for l < 8, then + the lane 4 on, 2 on, 1 on). Keys
+// are read as rows, so nothing is transposed: for keys that no two rows share (a row's selected
+// entries), transposing them cost more than scoring them.
+void row_scores(const float* q, std::int64_t heads, std::int64_t q_stride, const float* const* rows, std::int64_t n,
+                std::int64_t dim, float* scores, std::int64_t score_stride);
+
 // The lightning indexer's score of each key: scores[j] = Σ_{h ascending, from 0}
 // max(dot_hj, 0)·scale·weights[h], where dot_hj is transposed_scores' chain of q[h·dim + ·] against key
 // column j of kt ([dim][ld] floats, columns [0, n) read). Each score is one such fixed sequence, so

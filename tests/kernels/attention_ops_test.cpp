@@ -110,6 +110,74 @@ TEST_CASE("a score depends only on its query and key, not on the range or the he
   }
 }
 
+// row_scores' definition: 16 lane chains over d ≡ l (mod 16), then the fixed tree.
+float row_score_definition(const float* q, const float* k, int64_t dim) {
+  std::array<float, 16> lane{};
+  for (int64_t d = 0; d < dim; ++d) lane[static_cast<size_t>(d % 16)] = chain_step(lane[static_cast<size_t>(d % 16)], q[d], k[d]);
+  for (size_t width = 8; width >= 1; width /= 2) {
+    for (size_t l = 0; l < width; ++l) lane[l] += lane[l + width];
+  }
+  return lane[0];
+}
+
+TEST_CASE("row_scores is its lane chains and tree, bit for bit, and near the exact dot", "[kernels]") {
+  // Heads and keys below, at and past the register tiles (4 × 4, 2 × 2); dims below, at and past a vector.
+  for (int64_t dim : {1, 8, 16, 20, 64, 100, 512}) {
+    for (int64_t heads : {1, 3, 4, 5, 9}) {
+      for (int64_t n : {0, 1, 3, 4, 5, 17, 100}) {
+        Keys keys(n, dim, n);
+        std::vector<float> q(static_cast<size_t>(heads * (dim + 2)));
+        for (size_t i = 0; i < q.size(); ++i) q[i] = value(static_cast<int64_t>(i), 0.11, 1.5);
+        const int64_t stride = n + 5;
+        std::vector<float> scores(static_cast<size_t>(heads * stride), -1.0f);
+        row_scores(q.data(), heads, dim + 2, keys.pointers.data(), n, dim, scores.data(), stride);
+        for (int64_t h = 0; h < heads; ++h) {
+          const float* qh = &q[static_cast<size_t>(h * (dim + 2))];
+          for (int64_t j = 0; j < stride; ++j) {
+            INFO("dim " << dim << " heads " << heads << " n " << n << " h " << h << " j " << j);
+            const float got = scores[static_cast<size_t>(h * stride + j)];
+            if (j >= n) {
+              CHECK(got == -1.0f);  // nothing written past n
+              continue;
+            }
+            double expected = 0, magnitude = 0;
+            for (int64_t d = 0; d < dim; ++d) {
+              expected += static_cast<double>(qh[d]) * keys.at(j, d);
+              magnitude += std::fabs(static_cast<double>(qh[d]) * keys.at(j, d));
+            }
+            CHECK(std::fabs(got - expected) <= error_bound(dim, magnitude));
+            CHECK(same_bits(got, row_score_definition(qh, keys.pointers[static_cast<size_t>(j)], dim)));
+          }
+        }
+      }
+    }
+  }
+}
+
+TEST_CASE("a row score depends only on its query and key, not on the keys or heads around it or where they live", "[kernels]") {
+  const int64_t dim = 72, heads = 6, n = 23;
+  Keys keys(n, dim, n);
+  std::vector<float> q(static_cast<size_t>(heads * dim));
+  for (size_t i = 0; i < q.size(); ++i) q[i] = value(static_cast<int64_t>(i), 0.29, 1.0);
+  std::vector<float> all(static_cast<size_t>(heads * n));
+  row_scores(q.data(), heads, dim, keys.pointers.data(), n, dim, all.data(), n);
+  std::vector<float> copy(keys.rows.size() + 3);  // misaligned by 3 floats
+  std::memcpy(copy.data() + 3, keys.rows.data(), keys.rows.size() * sizeof(float));
+  std::vector<const float*> moved;
+  for (int64_t j = n - 1; j >= 0; --j) moved.push_back(&copy[static_cast<size_t>(3 + j * dim)]);  // reversed
+  for (int64_t h0 : {0, 1, 5}) {
+    const int64_t nh = heads - h0;
+    std::vector<float> part(static_cast<size_t>(nh * n));
+    row_scores(&q[static_cast<size_t>(h0 * dim)], nh, dim, moved.data(), n, dim, part.data(), n);
+    for (int64_t h = 0; h < nh; ++h) {
+      for (int64_t j = 0; j < n; ++j) {
+        INFO("h " << h0 + h << " j " << j);
+        CHECK(same_bits(part[static_cast<size_t>(h * n + n - 1 - j)], all[static_cast<size_t>((h0 + h) * n + j)]));
+      }
+    }
+  }
+}
+
 TEST_CASE("index_scores is the chain of dots, relu and the weighted head sum, bit for bit", "[kernels]") {
   // Heads below, at and past a register tile of 8 (and 4); keys below 16, at tile edges and ragged;
   // dims past the 64-dim slab of the few-keys path.
