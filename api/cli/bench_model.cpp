@@ -11,6 +11,9 @@
 // small-fullkv preset's geometry), for the decode speed at contexts too long to prefill here; there
 // is no prefill to time.
 //
+// --op-times: the decode steps' time per op of the op layer (kernels/op_timing_backend.h) and outside
+// them, per token and context: which part of a step grows with the context.
+//
 // The token ids are reproducible outside hippo (bench_token_ids.h): the first L values are the
 // prompt, the next N the decode tokens. The JSON report carries their
 // FNV-1a 64 digest so that a peer can check it fed the same ids.
@@ -24,6 +27,7 @@
 #include "engine/model/model_summary.h"
 #include "kernels/backend_registry.h"
 #include "kernels/cpu/machine_probe.h"
+#include "kernels/op_timing_backend.h"
 
 #include <boost/json/serialize.hpp>
 #include <boost/json/value.hpp>
@@ -55,6 +59,7 @@ struct ModelBenchOptions {
   int64_t chunk = engine::PrefillOptions{}.chunk_tokens;
   int64_t plan_off_context = -1;  // -1: the largest context up to 4096 (else the smallest); 0: none
   bool synthetic_state = false;
+  bool op_times = false;
   bool json = false;
 };
 
@@ -84,6 +89,8 @@ struct ContextResult {
   int64_t rss_bytes = 0;       // process RSS after the last repetition
   int64_t peak_rss_bytes = 0;  // process peak RSS during this context's runs
   double load_average = 0;     // 1-minute load average when the context started
+  kernels::OpTotals decode_ops;  // with --op-times: the decode steps' op times, summed over the repetitions
+  double decode_total_s = 0;     // and their whole time
 };
 
 struct PlanOffResult {
@@ -94,8 +101,9 @@ struct PlanOffResult {
 
 class ModelBench {
  public:
-  ModelBench(engine::Model& model, const ModelBenchOptions& options, int64_t max_tokens)
-      : model_(model), options_(options), ids_(bench_token_ids(max_tokens, model.text().vocab_size)) {}
+  // timing: the model's backend when it times its ops (--op-times), else null.
+  ModelBench(engine::Model& model, kernels::OpTimingBackend* timing, const ModelBenchOptions& options, int64_t max_tokens)
+      : model_(model), timing_(timing), options_(options), ids_(bench_token_ids(max_tokens, model.text().vocab_size)) {}
 
   const std::vector<int32_t>& ids() const { return ids_; }
 
@@ -124,13 +132,21 @@ class ModelBench {
     return seconds;
   }
 
-  // decode_steps single-token forwards after the first n ids; checks the logits are finite.
-  Result<double> decode(engine::SessionState& state, int64_t n) {
+  // decode_steps single-token forwards after the first n ids; checks the logits are finite. Their op
+  // times are added to `ops` when the backend times them.
+  Result<double> decode(engine::SessionState& state, int64_t n, kernels::OpTotals* ops = nullptr) {
+    if (timing_ != nullptr) timing_->reset();
     const auto start = Clock::now();
     for (int64_t i = 0; i < options_.decode_steps; ++i) {
       HIPPO_RETURN_IF_ERROR(model_.forward(state, std::span(ids_).subspan(static_cast<size_t>(n + i), 1)));
     }
     const double seconds = seconds_since(start);
+    if (timing_ != nullptr && ops != nullptr) {
+      for (size_t op = 0; op < kernels::kOpCount; ++op) {
+        ops->seconds[op] += timing_->totals().seconds[op];
+        ops->calls[op] += timing_->totals().calls[op];
+      }
+    }
     for (float x : state.next_logits())
       if (!std::isfinite(x)) return make_error(ErrorCode::kInternal, "bench model: a decode step gave a non-finite logit");
     return seconds;
@@ -163,7 +179,8 @@ class ModelBench {
         const std::string what = fmt::format("context {} (repetition {}/{})", n, rep + 1, options_.repetitions);
         HIPPO_ASSIGN_OR_RETURN(p, prefill(state, n, true, what));
       }
-      HIPPO_ASSIGN_OR_RETURN(double d, decode(state, n));
+      HIPPO_ASSIGN_OR_RETURN(double d, decode(state, n, &r.decode_ops));
+      r.decode_total_s += d;
       prefill_s.push_back(p);
       decode_s.push_back(d);
       r.state_bytes = state.memory_bytes();
@@ -196,6 +213,7 @@ class ModelBench {
 
  private:
   engine::Model& model_;
+  kernels::OpTimingBackend* timing_;
   const ModelBenchOptions& options_;
   std::vector<int32_t> ids_;
 };
@@ -224,11 +242,19 @@ Status run_model_bench(const ModelBenchOptions& options, std::ostream& out) {
   engine::ModelOptions model_options;
   model_options.n_threads = options.threads;
   model_options.backend = options.backend;
-  HIPPO_ASSIGN_OR_RETURN(std::unique_ptr<engine::Model> model, engine::Model::load(options.model_dir, model_options));
+  HIPPO_ASSIGN_OR_RETURN(std::unique_ptr<kernels::Backend> backend, kernels::make_backend(options.backend, options.threads));
+  kernels::OpTimingBackend* timing = nullptr;
+  if (options.op_times) {
+    auto timed = std::make_unique<kernels::OpTimingBackend>(std::move(backend));
+    timing = timed.get();
+    backend = std::move(timed);
+  }
+  HIPPO_ASSIGN_OR_RETURN(std::unique_ptr<engine::Model> model,
+                         engine::Model::load(options.model_dir, std::move(backend), model_options));
   const double load_s = seconds_since(load_start);
   const uint64_t resident_after_load = model->checkpoint().resident_bytes();
   const int64_t rss_after_load = proc_status_bytes("VmRSS:");
-  ModelBench bench(*model, options, max_context + options.decode_steps);
+  ModelBench bench(*model, timing, options, max_context + options.decode_steps);
   // The decode roof: the weight bytes a generated token reads over the read bandwidth measured now,
   // at the engine's thread count.
   const double active_bytes = engine::count_parameters(model->config(), model->checkpoint().table()).active_decode_bytes;
@@ -267,6 +293,17 @@ Status run_model_bench(const ModelBenchOptions& options, std::ostream& out) {
   const kernels::cpu::MachineInfo machine = kernels::cpu::describe_machine();
   const engine::TextConfig& t = model->text();
   const auto n_steps = static_cast<double>(options.decode_steps);
+  // --op-times: ms per decode token of each op that ran, then of the engine outside the ops.
+  const auto decode_tokens = n_steps * static_cast<double>(options.repetitions);
+  auto op_ms = [&](const ContextResult& r, size_t op) { return 1e3 * r.decode_ops.seconds[op] / decode_tokens; };
+  auto outside_ms = [&](const ContextResult& r) {
+    double ops = 0;
+    for (size_t op = 0; op < kernels::kOpCount; ++op) ops += r.decode_ops.seconds[op];
+    return 1e3 * (r.decode_total_s - ops) / decode_tokens;
+  };
+  auto ran = [&](size_t op) {
+    return std::any_of(results.begin(), results.end(), [&](const ContextResult& r) { return r.decode_ops.calls[op] > 0; });
+  };
 
   if (options.json) {
     boost::json::array contexts_json;
@@ -290,6 +327,13 @@ Status run_model_bench(const ModelBenchOptions& options, std::ostream& out) {
       if (options.synthetic_state) {  // nothing was prefilled
         context.erase("prefill_s");
         context.erase("prefill_tokens_per_s");
+      }
+      if (timing != nullptr) {
+        boost::json::object ops;
+        for (size_t op = 0; op < kernels::kOpCount; ++op)
+          if (ran(op)) ops[kernels::op_name(kernels::kAllOps[op])] = op_ms(r, op);
+        ops["outside_ops"] = outside_ms(r);
+        context["decode_op_ms_per_token"] = std::move(ops);
       }
       contexts_json.push_back(std::move(context));
     }
@@ -358,6 +402,20 @@ Status run_model_bench(const ModelBenchOptions& options, std::ostream& out) {
                        fmt::format("({:.1f}..{:.1f})", n_steps / r.decode_s.max, n_steps / r.decode_s.min),
                        1e3 * r.decode_s.median / n_steps, 100 * roof_share(r), mb(r.state_bytes), mb(r.rss_bytes), r.load_average);
   }
+  if (timing != nullptr) {
+    out << fmt::format("\ndecode ms/token by op\n{:>16}", "context");
+    for (const ContextResult& r : results) out << fmt::format(" | {:>9}", r.n_tokens);
+    out << "\n";
+    for (size_t op = 0; op < kernels::kOpCount; ++op) {
+      if (!ran(op)) continue;
+      out << fmt::format("{:>16}", kernels::op_name(kernels::kAllOps[op]));
+      for (const ContextResult& r : results) out << fmt::format(" | {:>9.3f}", op_ms(r, op));
+      out << "\n";
+    }
+    out << fmt::format("{:>16}", "outside ops");
+    for (const ContextResult& r : results) out << fmt::format(" | {:>9.3f}", outside_ms(r));
+    out << "\n";
+  }
   if (plan) {
     const auto n = static_cast<double>(plan->n_tokens);
     out << fmt::format("\nplan off at {} tokens: {:.1f} tokens/s ({:.3f} s) against {:.1f} tokens/s ({:.3f} s) with the "
@@ -398,6 +456,8 @@ void add_bench_model_command(CLI::App& bench, Invocation& inv) {
       ->capture_default_str();
   cmd->add_flag("--synthetic-state", options->synthetic_state,
                 "Decode on states of each context built in place (the synthetic KV of bench storage), no prefill");
+  cmd->add_flag("--op-times", options->op_times,
+                "Also the decode steps' time per op of the op layer and outside it, per token (times every op call)");
   cmd->add_flag("--json", options->json, "One JSON object instead of a table");
   cmd->parse_complete_callback([&inv, options] {
     inv.action = [&inv, options] { return run_model_bench(*options, *inv.out); };

@@ -1,7 +1,7 @@
 # CTest's model_bench:smoke (tests/CMakeLists.txt): writes the tiny preset's checkpoint, then runs
 # `hippo bench model` on it briefly, as a table and as JSON, with the encoder/decoder plan compared
 # at 1,000 tokens (past tiny's 636-token tail, so that the plan skips work), and small-fullkv on a
-# synthetic state of 20,000 tokens (--synthetic-state), so that the benchmark cannot rot; then `hippo bench
+# synthetic state of 20,000 tokens (--synthetic-state, with --op-times), so that the benchmark cannot rot; then `hippo bench
 # speculative` on it (whose greedy tokens with and without drafts must agree). Variables: HIPPO
 # (the binary), TOKENIZER_DIR, WORK_DIR (removed and rewritten).
 file(REMOVE_RECURSE ${WORK_DIR})
@@ -25,10 +25,11 @@ execute_process(COMMAND ${HIPPO} model init --preset small-fullkv --seed 1 --tok
                         --out ${WORK_DIR}/small-fullkv
                 COMMAND_ERROR_IS_FATAL ANY)
 execute_process(COMMAND ${HIPPO} bench model --model ${WORK_DIR}/small-fullkv --contexts 20000 --decode-steps 2
-                        --repetitions 1 --threads 2 --synthetic-state --json
+                        --repetitions 1 --threads 2 --synthetic-state --op-times --json
                 OUTPUT_VARIABLE report COMMAND_ERROR_IS_FATAL ANY)
 message("${report}")
-foreach(expected [["synthetic_state":true]] [["n_tokens":20000]] [["decode_tokens_per_s":]])
+foreach(expected [["synthetic_state":true]] [["n_tokens":20000]] [["decode_tokens_per_s":]] [["decode_op_ms_per_token":{"linear":]]
+                 [["indexer":]] [["outside_ops":]])
   string(FIND "${report}" "${expected}" at)
   if(at EQUAL -1)
     message(FATAL_ERROR "bench model --synthetic-state --json: ${expected} missing from the report")
