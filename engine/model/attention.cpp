@@ -122,7 +122,7 @@ void ForwardPass::attend(const LayerWeights& lw, const std::vector<float>& q, co
         decode_selected(shared_[s], i0, i1, D);
         for (int64_t i = i0; i < i1; ++i) {
           for (int32_t w : shared.selection[static_cast<size_t>(i)])
-            selected.push_back(&shared.kv[static_cast<size_t>(shared.kv_slot[static_cast<size_t>(w)]) * static_cast<size_t>(D)]);
+            selected.push_back(&shared.kv[static_cast<size_t>(shared.kv_slots.find(w)) * static_cast<size_t>(D)]);
           selected_offset.push_back(static_cast<int64_t>(selected.size()));
         }
       }
@@ -148,16 +148,16 @@ void ForwardPass::decode_selected(Shared& group, int64_t i0, int64_t i1, int64_t
   const int64_t kv_bytes = kernels::compressed_entry_bytes(D);
   size_t missing = 0;  // an upper bound: an entry two rows picked counts twice
   for (int64_t i = i0; i < i1; ++i)
-    for (int32_t w : group.selection[static_cast<size_t>(i)]) missing += group.kv_slot[static_cast<size_t>(w)] < 0 ? 1 : 0;
+    for (int32_t w : group.selection[static_cast<size_t>(i)]) missing += group.kv_slots.find(w) < 0 ? 1 : 0;
   if (!group.kv.empty() && (group.kv.size() + missing * static_cast<size_t>(D)) * sizeof(float) > kSelectedCacheBytes) {
-    group.kv_slot.assign(group.kv_slot.size(), -1);
+    group.kv_slots.clear();
     group.kv.clear();
   }
   for (int64_t i = i0; i < i1; ++i) {
     for (int32_t w : group.selection[static_cast<size_t>(i)]) {
-      int32_t& slot = group.kv_slot[static_cast<size_t>(w)];
-      if (slot >= 0) continue;
-      slot = static_cast<int32_t>(group.kv.size() / static_cast<size_t>(D));
+      if (group.kv_slots.find(w) >= 0) continue;
+      const auto slot = static_cast<int32_t>(group.kv.size() / static_cast<size_t>(D));
+      group.kv_slots.insert(w, slot);
       group.kv.resize(group.kv.size() + static_cast<size_t>(D));
       ops_.kv_decode(KvFormat::kCompressed, group.kv_codes + w * kv_bytes, 1, D,
                      &group.kv[static_cast<size_t>(slot) * static_cast<size_t>(D)]);

@@ -89,7 +89,7 @@ void ForwardPass::compress(const LayerWeights& lw, const std::vector<float>& u) 
     Shared& shared = shared_[s];
     shared.n_entries = static_cast<int64_t>(writer.kv.size()) / kv_bytes;
     shared.kv_codes = writer.kv.data();
-    shared.kv_slot.assign(static_cast<size_t>(shared.n_entries), -1);
+    shared.kv_slots.clear();
     shared.kv.clear();
     shared.index_codes = writer.index.data();
   }

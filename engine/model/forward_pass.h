@@ -4,6 +4,7 @@
 // here is the model's structure and the session state's bookkeeping. Internal to engine/model.
 #pragma once
 
+#include "engine/model/entry_slots.h"
 #include "engine/model/model.h"
 
 #include <cstdint>
@@ -46,7 +47,7 @@ class ForwardPass {
   struct Shared {
     int64_t n_entries = 0;
     const std::uint8_t* kv_codes = nullptr;  // the writer's compressed-KV stream
-    std::vector<int32_t> kv_slot;            // per entry: its row in kv, -1 while not decoded
+    EntrySlots kv_slots;                     // the decoded entries' rows in kv
     std::vector<float> kv;                   // decoded selected entries, [slots, head_dim] (decode_selected)
     const std::uint8_t* index_codes = nullptr;  // the writer's index keys, [n_entries, index_entry_bytes]
     bool has_selection = false;

@@ -88,6 +88,15 @@ SessionState::SessionState(const TextConfig& text)
     Writer writer;
     writer.layer = role.layer;
     writer.ratio = role.compress_ratio;
+    // Room for the whole context up front: address space only until written (the pages are touched
+    // as entries are appended), so that a growing stream never moves. Growing by doubling copied a
+    // whole stream at each doubling, inside one decode step (at 1M tokens up to 373 MB on
+    // small-fullkv), with both copies held meanwhile (docs/BENCHMARKS.md, --op-times). A restored
+    // state keeps the buffers it was given (restore copies nothing) and moves each once, when it
+    // first grows.
+    const int64_t entries = (text.max_position_embeddings + role.compress_ratio - 1) / role.compress_ratio + 1;
+    writer.kv.reserve(static_cast<size_t>(entries * compressed_entry_bytes(head_dim_)));
+    writer.index.reserve(static_cast<size_t>(entries * index_entry_bytes(index_head_dim_)));
     writers_.push_back(std::move(writer));
   }
   if (!text.engram_layer_ids.empty()) engram_lookback_.emplace(static_cast<int>(text.engram_max_ngram_size));
@@ -240,6 +249,7 @@ Result<SessionState> SessionState::restore(const TextConfig& text, std::span<con
           "session state: streams of layer {} hold {} and {} bytes; {} entries need {} and {}", layer,
           kv->bytes.size(), index->bytes.size(), n_entries, kv_bytes, index_bytes));
     }
+    // The buffers become the state's own, without a copy; their first growth then moves them once.
     w.kv = std::move(kv->bytes);
     w.index = std::move(index->bytes);
   }
