@@ -7,6 +7,7 @@
 #include <cfloat>
 #include <cmath>
 #include <cstring>
+#include <initializer_list>
 #include <vector>
 
 namespace hippo::kernels::cpu {
@@ -50,17 +51,23 @@ TEST_CASE("transpose_rows puts row j in column j and leaves the rest", "[kernels
   }
 }
 
-TEST_CASE("transposed_scores agrees with a double-precision reference", "[kernels]") {
-  for (int64_t dim : {1, 8, 16, 20, 64, 100}) {
-    for (int64_t heads : {1, 3, 4, 5, 9}) {
-      for (int64_t n : {0, 1, 5, 15, 16, 17, 31, 32, 33, 100, 144}) {
-        Keys keys(n, dim, n + 3);
+// Runs `score(q, heads, q_stride, keys, n, dim, scores, stride)` (a kernel's scores of q's heads
+// against the keys) over every shape given and checks each score: within the float bound of the
+// exact dot, the bits of `definition(qh, keys, j, dim)`, and nothing written past n.
+template <typename Score, typename Definition>
+void check_scores(std::initializer_list<int64_t> dims, std::initializer_list<int64_t> head_counts,
+                  std::initializer_list<int64_t> key_counts, int64_t extra_ld, Score score, Definition definition) {
+  for (int64_t dim : dims) {
+    for (int64_t heads : head_counts) {
+      for (int64_t n : key_counts) {
+        Keys keys(n, dim, n + extra_ld);
         std::vector<float> q(static_cast<size_t>(heads * (dim + 2)));
         for (size_t i = 0; i < q.size(); ++i) q[i] = value(static_cast<int64_t>(i), 0.11, 1.5);
         const int64_t stride = n + 5;
         std::vector<float> scores(static_cast<size_t>(heads * stride), -1.0f);
-        transposed_scores(q.data(), heads, dim + 2, keys.kt.data(), keys.ld, n, dim, scores.data(), stride);
+        score(q.data(), heads, dim + 2, keys, n, dim, scores.data(), stride);
         for (int64_t h = 0; h < heads; ++h) {
+          const float* qh = &q[static_cast<size_t>(h * (dim + 2))];
           for (int64_t j = 0; j < stride; ++j) {
             INFO("dim " << dim << " heads " << heads << " n " << n << " h " << h << " j " << j);
             const float got = scores[static_cast<size_t>(h * stride + j)];
@@ -69,20 +76,29 @@ TEST_CASE("transposed_scores agrees with a double-precision reference", "[kernel
               continue;
             }
             double expected = 0, magnitude = 0;
-            float chain = 0.0f;
             for (int64_t d = 0; d < dim; ++d) {
-              const float a = q[static_cast<size_t>(h * (dim + 2) + d)], b = keys.at(j, d);
-              expected += static_cast<double>(a) * b;
-              magnitude += std::fabs(static_cast<double>(a) * b);
-              chain = chain_step(chain, a, b);
+              expected += static_cast<double>(qh[d]) * keys.at(j, d);
+              magnitude += std::fabs(static_cast<double>(qh[d]) * keys.at(j, d));
             }
             CHECK(std::fabs(got - expected) <= error_bound(dim, magnitude));
-            CHECK(same_bits(got, chain));
+            CHECK(same_bits(got, definition(qh, keys, j, dim)));
           }
         }
       }
     }
   }
+}
+
+TEST_CASE("transposed_scores agrees with a double-precision reference", "[kernels]") {
+  check_scores(
+      {1, 8, 16, 20, 64, 100}, {1, 3, 4, 5, 9}, {0, 1, 5, 15, 16, 17, 31, 32, 33, 100, 144}, 3,
+      [](const float* q, int64_t heads, int64_t q_stride, const Keys& keys, int64_t n, int64_t dim, float* scores,
+         int64_t stride) { transposed_scores(q, heads, q_stride, keys.kt.data(), keys.ld, n, dim, scores, stride); },
+      [](const float* qh, const Keys& keys, int64_t j, int64_t dim) {
+        float chain = 0.0f;  // one chain over d
+        for (int64_t d = 0; d < dim; ++d) chain = chain_step(chain, qh[d], keys.at(j, d));
+        return chain;
+      });
 }
 
 TEST_CASE("a score depends only on its query and key, not on the range or the heads around it", "[kernels]") {
@@ -122,36 +138,13 @@ float row_score_definition(const float* q, const float* k, int64_t dim) {
 
 TEST_CASE("row_scores is its lane chains and tree, bit for bit, and near the exact dot", "[kernels]") {
   // Heads and keys below, at and past the register tiles (4 × 4, 2 × 2); dims below, at and past a vector.
-  for (int64_t dim : {1, 8, 16, 20, 64, 100, 512}) {
-    for (int64_t heads : {1, 3, 4, 5, 9}) {
-      for (int64_t n : {0, 1, 3, 4, 5, 17, 100}) {
-        Keys keys(n, dim, n);
-        std::vector<float> q(static_cast<size_t>(heads * (dim + 2)));
-        for (size_t i = 0; i < q.size(); ++i) q[i] = value(static_cast<int64_t>(i), 0.11, 1.5);
-        const int64_t stride = n + 5;
-        std::vector<float> scores(static_cast<size_t>(heads * stride), -1.0f);
-        row_scores(q.data(), heads, dim + 2, keys.pointers.data(), n, dim, scores.data(), stride);
-        for (int64_t h = 0; h < heads; ++h) {
-          const float* qh = &q[static_cast<size_t>(h * (dim + 2))];
-          for (int64_t j = 0; j < stride; ++j) {
-            INFO("dim " << dim << " heads " << heads << " n " << n << " h " << h << " j " << j);
-            const float got = scores[static_cast<size_t>(h * stride + j)];
-            if (j >= n) {
-              CHECK(got == -1.0f);  // nothing written past n
-              continue;
-            }
-            double expected = 0, magnitude = 0;
-            for (int64_t d = 0; d < dim; ++d) {
-              expected += static_cast<double>(qh[d]) * keys.at(j, d);
-              magnitude += std::fabs(static_cast<double>(qh[d]) * keys.at(j, d));
-            }
-            CHECK(std::fabs(got - expected) <= error_bound(dim, magnitude));
-            CHECK(same_bits(got, row_score_definition(qh, keys.pointers[static_cast<size_t>(j)], dim)));
-          }
-        }
-      }
-    }
-  }
+  check_scores(
+      {1, 8, 16, 20, 64, 100, 512}, {1, 3, 4, 5, 9}, {0, 1, 3, 4, 5, 17, 100}, 0,
+      [](const float* q, int64_t heads, int64_t q_stride, const Keys& keys, int64_t n, int64_t dim, float* scores,
+         int64_t stride) { row_scores(q, heads, q_stride, keys.pointers.data(), n, dim, scores, stride); },
+      [](const float* qh, const Keys& keys, int64_t j, int64_t dim) {
+        return row_score_definition(qh, keys.pointers[static_cast<size_t>(j)], dim);
+      });
 }
 
 TEST_CASE("a row score depends only on its query and key, not on the keys or heads around it or where they live", "[kernels]") {
