@@ -239,9 +239,7 @@ Status run_model_bench(const ModelBenchOptions& options, std::ostream& out) {
 
   const double start_load = load_average();
   const auto load_start = Clock::now();
-  engine::ModelOptions model_options;
-  model_options.n_threads = options.threads;
-  model_options.backend = options.backend;
+  // The backend is made here (not by Model::load) so that --op-times can wrap it.
   HIPPO_ASSIGN_OR_RETURN(std::unique_ptr<kernels::Backend> backend, kernels::make_backend(options.backend, options.threads));
   kernels::OpTimingBackend* timing = nullptr;
   if (options.op_times) {
@@ -250,7 +248,7 @@ Status run_model_bench(const ModelBenchOptions& options, std::ostream& out) {
     backend = std::move(timed);
   }
   HIPPO_ASSIGN_OR_RETURN(std::unique_ptr<engine::Model> model,
-                         engine::Model::load(options.model_dir, std::move(backend), model_options));
+                         engine::Model::load(options.model_dir, std::move(backend), engine::ModelOptions{}));
   const double load_s = seconds_since(load_start);
   const uint64_t resident_after_load = model->checkpoint().resident_bytes();
   const int64_t rss_after_load = proc_status_bytes("VmRSS:");
