@@ -1463,12 +1463,14 @@ class AgentRuntime::Engine {
       return Status(ErrorCode::kCorrupt, fmt::format("session {}: the latest snapshot has {} tokens, the session {}",
                                                      id, latest->n_tokens, stored_tokens));
     }
-    // The store decompresses into the buffers that become the state's streams: one copy of the session.
+    // The store decompresses into the buffers that become the state's streams: one copy of the session,
+    // with the room to grow that a new session's streams have.
     std::vector<engine::StateStreamBuffer> streams;
     std::vector<storage::RestoreTarget> targets;
     streams.reserve(latest->streams.size());
     for (const storage::StreamInfo& stream : latest->streams) {
-      streams.push_back({stream.name, std::vector<std::uint8_t>(static_cast<size_t>(stream.n_entries) * stream.entry_bytes)});
+      streams.push_back({stream.name, engine::SessionState::stream_buffer(
+                                          model_.text(), stream.name, static_cast<size_t>(stream.n_entries) * stream.entry_bytes)});
       targets.push_back({stream.name, std::as_writable_bytes(std::span(streams.back().bytes))});
     }
     HIPPO_ASSIGN_OR_RETURN(std::vector<std::byte> frontier, store.restore_snapshot(*latest, model_.fingerprint(), targets));

@@ -10,6 +10,7 @@
 
 #include <fmt/format.h>
 
+#include <algorithm>
 #include <cstring>
 
 namespace hippo::engine {
@@ -88,18 +89,35 @@ SessionState::SessionState(const TextConfig& text)
     Writer writer;
     writer.layer = role.layer;
     writer.ratio = role.compress_ratio;
-    // Room for the whole context up front: address space only until written (the pages are touched
-    // as entries are appended), so that a growing stream never moves. Growing by doubling copied a
-    // whole stream at each doubling, inside one decode step (at 1M tokens up to 373 MB on
-    // small-fullkv), with both copies held meanwhile (docs/BENCHMARKS.md, --op-times). A restored
-    // state keeps the buffers it was given (restore copies nothing) and moves each once, when it
-    // first grows.
-    const int64_t entries = (text.max_position_embeddings + role.compress_ratio - 1) / role.compress_ratio + 1;
-    writer.kv.reserve(static_cast<size_t>(entries * compressed_entry_bytes(head_dim_)));
-    writer.index.reserve(static_cast<size_t>(entries * index_entry_bytes(index_head_dim_)));
+    writer.kv.reserve(stream_capacity(text, role.compress_ratio, compressed_entry_bytes(head_dim_)));
+    writer.index.reserve(stream_capacity(text, role.compress_ratio, index_entry_bytes(index_head_dim_)));
     writers_.push_back(std::move(writer));
   }
   if (!text.engram_layer_ids.empty()) engram_lookback_.emplace(static_cast<int>(text.engram_max_ngram_size));
+}
+
+// Room for the whole context up front: address space only until written (the pages are touched as
+// entries are appended), so that a growing stream never moves. Growing by doubling copied a whole
+// stream at each doubling, inside one decode step (at 1M tokens up to 373 MB on small-fullkv), with
+// both copies held meanwhile (docs/BENCHMARKS.md, --op-times).
+size_t SessionState::stream_capacity(const TextConfig& text, int64_t ratio, int64_t entry_bytes) {
+  const int64_t entries = (text.max_position_embeddings + ratio - 1) / ratio + 1;
+  return static_cast<size_t>(entries * entry_bytes);
+}
+
+std::vector<std::uint8_t> SessionState::stream_buffer(const TextConfig& text, std::string_view name, size_t bytes) {
+  std::vector<std::uint8_t> buffer;
+  for (const LayerRole& role : layer_schedule(text)) {
+    if (!role.writes_kv) continue;
+    if (name == fmt::format("kv.layer{}", role.layer)) {
+      buffer.reserve(std::max(bytes, stream_capacity(text, role.compress_ratio, compressed_entry_bytes(text.head_dim))));
+    } else if (name == fmt::format("index.layer{}", role.layer)) {
+      buffer.reserve(
+          std::max(bytes, stream_capacity(text, role.compress_ratio, index_entry_bytes(text.index_head_dim))));
+    }
+  }
+  buffer.resize(bytes);
+  return buffer;
 }
 
 uint64_t SessionState::memory_bytes() const {
@@ -249,7 +267,7 @@ Result<SessionState> SessionState::restore(const TextConfig& text, std::span<con
           "session state: streams of layer {} hold {} and {} bytes; {} entries need {} and {}", layer,
           kv->bytes.size(), index->bytes.size(), n_entries, kv_bytes, index_bytes));
     }
-    // The buffers become the state's own, without a copy; their first growth then moves them once.
+    // The buffers become the state's own, without a copy (made by stream_buffer(), they never move).
     w.kv = std::move(kv->bytes);
     w.index = std::move(index->bytes);
   }

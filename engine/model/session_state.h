@@ -40,7 +40,8 @@ struct StateStream {
 };
 
 // One stream's bytes, handed over to restore(): the compressed-KV and index-key buffers become the
-// state's own (moved, never copied), so a restore holds one copy of a session, not two.
+// state's own (moved, never copied), so a restore holds one copy of a session, not two. Made by
+// SessionState::stream_buffer(), they also keep the room to grow without moving.
 struct StateStreamBuffer {
   std::string name;
   std::vector<std::uint8_t> bytes;
@@ -81,6 +82,10 @@ class SessionState {
   // blob, a stream of the wrong length) is an error, never a crash.
   static Result<SessionState> restore(const TextConfig& text, std::span<const std::byte> frontier,
                                       std::vector<StateStreamBuffer> streams);
+  // A buffer of `bytes` zero bytes for the stream `name`, for a restore to read into: a compressed-KV
+  // or index-key stream gets the room for the whole context that a new session's has (address space
+  // only), so that the restored stream never moves as it grows.
+  static std::vector<std::uint8_t> stream_buffer(const TextConfig& text, std::string_view name, size_t bytes);
 
   // A state of these token ids with the layout and sizes the model gives them but not its values:
   // the compressed-KV and index-key streams hold what `fill` writes into them (by stream name), the
@@ -129,6 +134,8 @@ class SessionState {
   };
 
   // The writer of KV-source layer `layer` (the state was built from the same config: it exists).
+  static size_t stream_capacity(const TextConfig& text, int64_t ratio, int64_t entry_bytes);
+
   Writer& writer(int64_t layer) {
     return *std::find_if(writers_.begin(), writers_.end(), [&](const Writer& w) { return w.layer == layer; });
   }

@@ -183,6 +183,35 @@ TEST_CASE("serialise, restore and continue equals uninterrupted", "[model]") {
   }
 }
 
+TEST_CASE("a state restored into stream_buffer()s grows without moving its streams", "[model]") {
+  Model& model = tiny_model();
+  const auto ids = prompt(120, 8);
+  SessionState first = model.new_session();
+  REQUIRE(model.forward(first, std::span(ids).first(60)).ok());
+  std::vector<StateStreamBuffer> streams;
+  for (const StateStream& s : first.streams()) {
+    std::vector<std::uint8_t> bytes = SessionState::stream_buffer(model.text(), s.name, s.bytes.size());
+    REQUIRE(bytes.size() == s.bytes.size());
+    if (!bytes.empty()) std::memcpy(bytes.data(), s.bytes.data(), bytes.size());
+    streams.push_back({s.name, std::move(bytes)});
+  }
+  auto restored = SessionState::restore(model.text(), first.frontier(), std::move(streams));
+  REQUIRE(restored.ok());
+  std::vector<const std::byte*> before;
+  for (const StateStream& s : restored.value().streams()) {
+    if (!s.name.starts_with("token_ids")) before.push_back(s.bytes.data());
+  }
+  REQUIRE(model.forward(restored.value(), std::span(ids).subspan(60)).ok());
+  std::vector<const std::byte*> after;
+  for (const StateStream& s : restored.value().streams()) {
+    if (!s.name.starts_with("token_ids")) after.push_back(s.bytes.data());
+  }
+  CHECK(after == before);
+  SessionState uninterrupted = model.new_session();
+  REQUIRE(model.forward(uninterrupted, ids).ok());
+  CHECK(restored.value() == uninterrupted);
+}
+
 TEST_CASE("the encoder/decoder prefill plan equals running every layer", "[model]") {
   Model& model = tiny_model();
   // tiny: candidate source 7 of 12 layers, window 128: the tail is 128 + 4 * 127 = 636 tokens.
