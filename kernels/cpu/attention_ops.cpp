@@ -249,22 +249,40 @@ template <int HB, int EB>
 
 // One version per instruction set: 4 heads × 4 keys is 16 accumulators in AVX-512's 32 registers;
 // AVX2 holds each 16-float vector in two of its 16, so it takes 2 × 2.
-__attribute__((target("arch=x86-64-v4"))) void row_scores_for_isa(const float* q, std::int64_t heads,
-                                                                 std::int64_t q_stride, const float* const* rows,
-                                                                 std::int64_t n, std::int64_t dim, float* scores,
-                                                                 std::int64_t score_stride) {
+__attribute__((target("arch=x86-64-v4"))) void row_scores_avx512(const float* q, std::int64_t heads,
+                                                                std::int64_t q_stride, const float* const* rows,
+                                                                std::int64_t n, std::int64_t dim, float* scores,
+                                                                std::int64_t score_stride) {
   row_scores_tiled<4, 4>(q, heads, q_stride, rows, n, dim, scores, score_stride);
 }
-__attribute__((target("arch=x86-64-v3"))) void row_scores_for_isa(const float* q, std::int64_t heads,
-                                                                 std::int64_t q_stride, const float* const* rows,
-                                                                 std::int64_t n, std::int64_t dim, float* scores,
-                                                                 std::int64_t score_stride) {
+__attribute__((target("arch=x86-64-v3"))) void row_scores_avx2(const float* q, std::int64_t heads,
+                                                              std::int64_t q_stride, const float* const* rows,
+                                                              std::int64_t n, std::int64_t dim, float* scores,
+                                                              std::int64_t score_stride) {
   row_scores_tiled<2, 2>(q, heads, q_stride, rows, n, dim, scores, score_stride);
 }
-__attribute__((target("default"))) void row_scores_for_isa(const float* q, std::int64_t heads, std::int64_t q_stride,
-                                                          const float* const* rows, std::int64_t n, std::int64_t dim,
-                                                          float* scores, std::int64_t score_stride) {
+void row_scores_generic(const float* q, std::int64_t heads, std::int64_t q_stride, const float* const* rows,
+                        std::int64_t n, std::int64_t dim, float* scores, std::int64_t score_stride) {
   row_scores_tiled<2, 2>(q, heads, q_stride, rows, n, dim, scores, score_stride);
+}
+
+using RowScoresFn = void (*)(const float*, std::int64_t, std::int64_t, const float* const*, std::int64_t, std::int64_t,
+                             float*, std::int64_t);
+
+// The version for `isa` ("avx512", "avx2", "generic"), or null where this CPU cannot run it.
+RowScoresFn row_scores_version(std::string_view isa) {
+#if defined(__x86_64__)
+  if (isa == "avx512") return __builtin_cpu_supports("x86-64-v4") ? row_scores_avx512 : nullptr;
+  if (isa == "avx2") return __builtin_cpu_supports("x86-64-v3") ? row_scores_avx2 : nullptr;
+#endif
+  return isa == "generic" ? row_scores_generic : nullptr;
+}
+
+RowScoresFn best_row_scores() {
+  for (std::string_view isa : {"avx512", "avx2"}) {
+    if (RowScoresFn fn = row_scores_version(isa)) return fn;
+  }
+  return row_scores_generic;
 }
 
 // out[h][d0 + c·16 + lane] = Σ_j p[h·p_stride + j] · rows[j][d0 + c·16 + lane], in j order.
@@ -465,7 +483,19 @@ __attribute__((target_clones("arch=x86-64-v4", "arch=x86-64-v3", "default"))) vo
 
 void row_scores(const float* q, std::int64_t heads, std::int64_t q_stride, const float* const* rows, std::int64_t n,
                 std::int64_t dim, float* scores, std::int64_t score_stride) {
-  row_scores_for_isa(q, heads, q_stride, rows, n, dim, scores, score_stride);
+  static const RowScoresFn chosen = best_row_scores();
+  chosen(q, heads, q_stride, rows, n, dim, scores, score_stride);
+}
+
+Status row_scores_with_isa(std::string_view isa, const float* q, std::int64_t heads, std::int64_t q_stride,
+                           const float* const* rows, std::int64_t n, std::int64_t dim, float* scores,
+                           std::int64_t score_stride) {
+  const RowScoresFn fn = row_scores_version(isa);
+  if (fn == nullptr) {
+    return make_error(ErrorCode::kInvalidArgument, "row_scores: instruction set '{}' does not run on this CPU", isa);
+  }
+  fn(q, heads, q_stride, rows, n, dim, scores, score_stride);
+  return {};
 }
 
 void index_scores(const float* q, std::int64_t heads, std::int64_t dim, const float* kt, std::int64_t ld,

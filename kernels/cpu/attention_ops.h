@@ -6,7 +6,10 @@
 // one row the same result in a prefill chunk of any size, a decode step and a batch of sessions.
 #pragma once
 
+#include "base/status.h"
+
 #include <cstdint>
+#include <string_view>
 
 namespace hippo::kernels::cpu {
 
@@ -22,6 +25,12 @@ void transposed_scores(const float* q, std::int64_t heads, std::int64_t q_stride
 // entries), transposing them cost more than scoring them.
 void row_scores(const float* q, std::int64_t heads, std::int64_t q_stride, const float* const* rows, std::int64_t n,
                 std::int64_t dim, float* scores, std::int64_t score_stride);
+// row_scores as one instruction set's version computes it ("avx512", "avx2": a fused multiply-add per
+// chain step; "generic": a multiply then an add), for tests that run every version this CPU can;
+// an error where it cannot run that one.
+Status row_scores_with_isa(std::string_view isa, const float* q, std::int64_t heads, std::int64_t q_stride,
+                           const float* const* rows, std::int64_t n, std::int64_t dim, float* scores,
+                           std::int64_t score_stride);
 
 // The lightning indexer's score of each key: scores[j] = Σ_{h ascending, from 0}
 // max(dot_hj, 0)·scale·weights[h], where dot_hj is transposed_scores' chain of q[h·dim + ·] against key

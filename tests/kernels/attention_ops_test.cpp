@@ -8,6 +8,7 @@
 #include <cmath>
 #include <cstring>
 #include <initializer_list>
+#include <string>
 #include <vector>
 
 namespace hippo::kernels::cpu {
@@ -126,10 +127,14 @@ TEST_CASE("a score depends only on its query and key, not on the range or the he
   }
 }
 
-// row_scores' definition: 16 lane chains over d ≡ l (mod 16), then the fixed tree.
-float row_score_definition(const float* q, const float* k, int64_t dim) {
+// row_scores' definition: 16 lane chains over d ≡ l (mod 16), each step fused or a multiply then an
+// add, then the fixed tree.
+float row_score_definition(const float* q, const float* k, int64_t dim, bool fused) {
   std::array<float, 16> lane{};
-  for (int64_t d = 0; d < dim; ++d) lane[static_cast<size_t>(d % 16)] = chain_step(lane[static_cast<size_t>(d % 16)], q[d], k[d]);
+  for (int64_t d = 0; d < dim; ++d) {
+    float& chain = lane[static_cast<size_t>(d % 16)];
+    chain = fused ? std::fma(q[d], k[d], chain) : chain + q[d] * k[d];
+  }
   for (size_t width = 8; width >= 1; width /= 2) {
     for (size_t l = 0; l < width; ++l) lane[l] += lane[l + width];
   }
@@ -138,13 +143,36 @@ float row_score_definition(const float* q, const float* k, int64_t dim) {
 
 TEST_CASE("row_scores is its lane chains and tree, bit for bit, and near the exact dot", "[kernels]") {
   // Heads and keys below, at and past the register tiles (4 × 4, 2 × 2); dims below, at and past a vector.
-  check_scores(
-      {1, 8, 16, 20, 64, 100, 512}, {1, 3, 4, 5, 9}, {0, 1, 3, 4, 5, 17, 100}, 0,
-      [](const float* q, int64_t heads, int64_t q_stride, const Keys& keys, int64_t n, int64_t dim, float* scores,
-         int64_t stride) { row_scores(q, heads, q_stride, keys.pointers.data(), n, dim, scores, stride); },
-      [](const float* qh, const Keys& keys, int64_t j, int64_t dim) {
-        return row_score_definition(qh, keys.pointers[static_cast<size_t>(j)], dim);
-      });
+  auto check = [](auto score, bool fused) {
+    check_scores(
+        {1, 8, 16, 20, 64, 100, 512}, {1, 3, 4, 5, 9}, {0, 1, 3, 4, 5, 17, 100}, 0, score,
+        [fused](const float* qh, const Keys& keys, int64_t j, int64_t dim) {
+          return row_score_definition(qh, keys.pointers[static_cast<size_t>(j)], dim, fused);
+        });
+  };
+  SECTION("as dispatched") {
+    check([](const float* q, int64_t heads, int64_t q_stride, const Keys& keys, int64_t n, int64_t dim, float* scores,
+             int64_t stride) { row_scores(q, heads, q_stride, keys.pointers.data(), n, dim, scores, stride); },
+          uses_fma());
+  }
+  // Every version this CPU runs: an AVX-512 machine checks the AVX2 path too.
+  for (const char* isa : {"avx512", "avx2", "generic"}) {
+    SECTION(std::string("forced onto ") + isa) {
+      const float q = 1.0f, k = 1.0f;
+      const float* rows[] = {&k};
+      float out = 0.0f;
+      if (!row_scores_with_isa(isa, &q, 1, 1, rows, 1, 1, &out, 1).ok()) {
+        WARN("row_scores: this CPU does not run the " << isa << " version; it was not checked here");
+        CHECK(std::string(isa) != "generic");
+        continue;
+      }
+      check([isa](const float* qp, int64_t heads, int64_t q_stride, const Keys& keys, int64_t n, int64_t dim,
+                  float* scores, int64_t stride) {
+              REQUIRE(row_scores_with_isa(isa, qp, heads, q_stride, keys.pointers.data(), n, dim, scores, stride).ok());
+            },
+            std::string(isa) != "generic");
+    }
+  }
 }
 
 TEST_CASE("a row score depends only on its query and key, not on the keys or heads around it or where they live", "[kernels]") {
