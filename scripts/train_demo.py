@@ -20,7 +20,9 @@ tokens/s).
 How it trains:
 - Every parameter of the text model that gets a gradient, starting from hippo's own init.
 - With --copy-steps N, first N steps of copying alone (CopyStage): the agent corpus alone
-  did not teach this model to copy, which its tasks need (docs/BENCHMARKS.md).
+  did not teach this model to copy, which its tasks need (docs/BENCHMARKS.md). The agent stage then
+  unlearned it (0% of copied tokens after 900 steps); --copy-mix W keeps a copy batch in every agent
+  step, its loss weighted by W.
 - The loss is next-token cross-entropy on the ids the model generates (the answer spans of
   `hippo model render`): the prompt, tool results and user turns are context only.
 - The head: only the ids the corpus uses are trained. Every other row of the 129,280 x 64 head is
@@ -216,11 +218,20 @@ class CopyStage:
         return {"loss": 0.0, "copied": 0.0, "steps": 0}
 
     def take_step(self, window):
+        loss, copied = self.batch_loss(f"copy/{self.trainer.args.seed}/{self.trainer.copy_step}")
+        loss.backward()
+        window["loss"] += loss.item()
+        window["copied"] += copied
+        window["steps"] += 1
+
+    def batch_loss(self, seed: str):
+        """A batch's mean copy loss (with its graph) and the share of copied tokens the model gets
+        right; the batch comes from `seed`."""
         import torch
         import torch.nn.functional as F
 
         t = self.trainer
-        rng = random.Random(f"copy/{t.args.seed}/{t.copy_step}")
+        rng = random.Random(seed)
         n = rng.randint(4, 24)
         ids = torch.tensor([[0] + xs + [self.separator] + xs
                             for xs in ([rng.choice(self.pool) for _ in range(n)] for _ in range(32))])
@@ -228,10 +239,7 @@ class CopyStage:
         logits = t.vocab.with_unused(hidden[:, n + 1:2 * n + 1] @ t.head.T)
         targets = t.vocab.column[ids[:, n + 2:]]
         loss = F.cross_entropy(logits.reshape(-1, logits.shape[-1]), targets.reshape(-1))
-        loss.backward()
-        window["loss"] += loss.item()
-        window["copied"] += (logits.argmax(-1) == targets).float().mean().item()
-        window["steps"] += 1
+        return loss, (logits.argmax(-1) == targets).float().mean().item()
 
     def log_entry(self, window, now, start):
         t = self.trainer
@@ -273,6 +281,7 @@ class Trainer:
         self.epoch = 0
         self.tokens = 0
         self.copy_step = 0  # steps of the copy stage done (CopyStage)
+        self.copy_stage = CopyStage(self)
         saved = saved_state(self.run, self.vocab.ids)
         if saved is not None:
             self.model.load_state_dict(saved["model"])
@@ -411,17 +420,22 @@ class Trainer:
         agent corpus; --minutes bounds both together."""
         start = time.time()
         if self.step == 0 and self.copy_step < self.args.copy_steps:
-            if not self.run_stage(CopyStage(self), "copy_step", self.args.copy_steps, start):
+            if not self.run_stage(self.copy_stage, "copy_step", self.args.copy_steps, start):
                 return
         self.run_stage(self, "step", self.args.steps, start)
 
     @staticmethod
     def new_window():
-        return {"loss": 0.0, "targets": 0, "tokens": 0, "t": time.time()}
+        return {"loss": 0.0, "targets": 0, "tokens": 0, "t": time.time(), "copied": 0.0}
 
     def take_step(self, window):
-        """A batch of sessions until --batch-tokens, its answer loss backward."""
+        """A batch of sessions until --batch-tokens, its answer loss backward; with --copy-mix W,
+        also a copy stage batch, its loss weighted by W (the agent stage alone unlearns copying)."""
         a = self.args
+        if a.copy_mix > 0:
+            loss, copied = self.copy_stage.batch_loss(f"copy-mix/{a.seed}/{self.step}")
+            (a.copy_mix * loss).backward()
+            window["copied"] += copied
         batch, n_tokens = [], 0
         while n_tokens < a.batch_tokens:
             batch.append(self.next_session())
@@ -440,8 +454,12 @@ class Trainer:
         rate = window["tokens"] / (now - window["t"])
         entry = {"step": self.step, "tokens": self.tokens, "loss": window["loss"] / window["targets"],
                  "lr": self.lr_at(self.step - 1), "tokens_per_s": round(rate, 1), "elapsed_s": round(now - start, 1)}
+        copied = ""
+        if a.copy_mix > 0:
+            entry["copied"] = round(window["copied"] / a.log_every, 4)
+            copied = f"  copied {entry['copied']:.2f}"
         eta = (a.steps - self.step) * (now - window["t"]) / a.log_every / 60
-        return entry, (f"step {self.step}/{a.steps}  loss {entry['loss']:.4f}  {rate:.0f} tokens/s  "
+        return entry, (f"step {self.step}/{a.steps}  loss {entry['loss']:.4f}{copied}  {rate:.0f} tokens/s  "
                        f"{self.tokens / 1e6:.2f}M tokens  ~{eta:.0f} min left")
 
 
@@ -596,6 +614,8 @@ def main(argv=None):
     t.add_argument("--min-shared", type=int, default=256,
                    help="sessions of a batch that share this many leading tokens run them once")
     t.add_argument("--copy-steps", type=int, default=0, help="first, this many steps of copying alone (CopyStage)")
+    t.add_argument("--copy-mix", type=float, default=0,
+                   help="each agent step also trains a copy batch, its loss weighted by this")
     e = sub.add_parser("export")
     e.add_argument("--out", required=True)
     for p in (t, e):
