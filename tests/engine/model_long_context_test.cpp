@@ -13,6 +13,7 @@
 #include <chrono>
 #include <cmath>
 #include <cstdlib>
+#include <cstring>
 #include <iostream>
 #include <string>
 
@@ -65,12 +66,13 @@ TEST_CASE("tiny prefills 262,144 tokens, snapshots, restores and decodes exactly
   CHECK(state.memory_bytes() <= model.new_session().memory_bytes() + SessionState::growth_bytes(model.text(), kTokens) +
                                     SessionState::logits_bytes(model.text()));
 
-  // The snapshot's bytes, as the store hands them back.
+  // The snapshot's bytes, as the store hands them back (into stream_buffer()s, as the runtime reads them).
   const std::vector<std::byte> frontier = state.frontier();
   std::vector<StateStreamBuffer> streams;
   for (const StateStream& s : state.streams()) {
-    const auto* bytes = reinterpret_cast<const std::uint8_t*>(s.bytes.data());
-    streams.push_back({s.name, std::vector<std::uint8_t>(bytes, bytes + s.bytes.size())});
+    std::vector<std::uint8_t> bytes = SessionState::stream_buffer(model.text(), s.name, s.bytes.size());
+    if (!bytes.empty()) std::memcpy(bytes.data(), s.bytes.data(), bytes.size());
+    streams.push_back({s.name, std::move(bytes)});
   }
   auto restored = SessionState::restore(model.text(), frontier, std::move(streams));
   REQUIRE(restored.ok());
