@@ -133,9 +133,10 @@ class SessionState {
     bool operator==(const DraftRecord&) const = default;
   };
 
-  // The writer of KV-source layer `layer` (the state was built from the same config: it exists).
+  // The bytes a writer's stream of `entry_bytes` entries reserves: room for the whole context.
   static size_t stream_capacity(const TextConfig& text, int64_t ratio, int64_t entry_bytes);
 
+  // The writer of KV-source layer `layer` (the state was built from the same config: it exists).
   Writer& writer(int64_t layer) {
     return *std::find_if(writers_.begin(), writers_.end(), [&](const Writer& w) { return w.layer == layer; });
   }
