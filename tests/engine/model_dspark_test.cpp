@@ -8,6 +8,7 @@
 #include "engine/speculative/decode_loop.h"
 #include "kernels/kv_entry_formats.h"
 #include "tests/engine/golden_files.h"
+#include "tests/engine/snapshot_streams.h"
 #include "tests/engine/tiny_model.h"
 
 #include <catch2/catch.hpp>
@@ -209,21 +210,12 @@ std::vector<std::byte> as_version_1(const SessionState& state, const TextConfig&
   return v1;
 }
 
-std::vector<StateStreamBuffer> stream_copies(const SessionState& state) {
-  std::vector<StateStreamBuffer> out;
-  for (const StateStream& s : state.streams()) {
-    const auto* p = reinterpret_cast<const std::uint8_t*>(s.bytes.data());
-    out.push_back({s.name, std::vector<std::uint8_t>(p, p + s.bytes.size())});
-  }
-  return out;
-}
-
 TEST_CASE("a snapshot from before the stage windows restores; DSpark drafts from the rows committed since",
           "[model][dspark][speculative]") {
   Model& model = tiny_model();
   SessionState state = model.new_session();
   REQUIRE(model.forward(state, tokens(300, 12)).ok());
-  auto restored = SessionState::restore(model.text(), as_version_1(state, model.text()), stream_copies(state));
+  auto restored = SessionState::restore(model.text(), as_version_1(state, model.text()), testing::snapshot_streams(model.text(), state));
   INFO(restored.status().to_string());
   REQUIRE(restored.ok());
   SessionState& old = restored.value();
@@ -236,7 +228,7 @@ TEST_CASE("a snapshot from before the stage windows restores; DSpark drafts from
   CHECK(greedy(model, old, 24, session_draft_source(model, old, DraftMode::kDspark), &counts) == expected);
   CHECK(counts.drafted > 0);
   // A version-2 frontier carries the start on.
-  auto again = SessionState::restore(model.text(), old.frontier(), stream_copies(old));
+  auto again = SessionState::restore(model.text(), old.frontier(), testing::snapshot_streams(model.text(), old));
   REQUIRE(again.ok());
   CHECK(again.value().dspark_from() == 300);
   CHECK(again.value() == old);

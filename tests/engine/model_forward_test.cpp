@@ -3,6 +3,7 @@
 // sessions equals each alone, serialise -> restore -> continue equals uninterrupted, the
 // encoder/decoder plan equals running every layer, plain and quantised checkpoints agree.
 #include "engine/model/model.h"
+#include "tests/engine/snapshot_streams.h"
 #include "tests/engine/test_paths.h"
 
 #include <catch2/catch.hpp>
@@ -150,11 +151,7 @@ TEST_CASE("serialise, restore and continue equals uninterrupted", "[model]") {
   SessionState first = model.new_session();
   REQUIRE(model.forward(first, std::span(ids).first(91)).ok());
   const std::vector<std::byte> frontier = first.frontier();
-  std::vector<StateStreamBuffer> streams;
-  for (const StateStream& s : first.streams()) {
-    const auto* bytes = reinterpret_cast<const std::uint8_t*>(s.bytes.data());
-    streams.push_back({s.name, std::vector<std::uint8_t>(bytes, bytes + s.bytes.size())});
-  }
+  std::vector<StateStreamBuffer> streams = testing::snapshot_streams(model.text(), first);
   // The compressed-KV and index-key buffers become the state's own: no second copy.
   const std::uint8_t* first_kv = streams[0].bytes.data();
   REQUIRE(streams[0].name.starts_with("kv.layer"));
@@ -188,25 +185,21 @@ TEST_CASE("a state restored into stream_buffer()s grows without moving its strea
   const auto ids = prompt(120, 8);
   SessionState first = model.new_session();
   REQUIRE(model.forward(first, std::span(ids).first(60)).ok());
-  std::vector<StateStreamBuffer> streams;
-  for (const StateStream& s : first.streams()) {
-    std::vector<std::uint8_t> bytes = SessionState::stream_buffer(model.text(), s.name, s.bytes.size());
-    REQUIRE(bytes.size() == s.bytes.size());
-    if (!bytes.empty()) std::memcpy(bytes.data(), s.bytes.data(), bytes.size());
-    streams.push_back({s.name, std::move(bytes)});
-  }
+  std::vector<StateStreamBuffer> streams = testing::snapshot_streams(model.text(), first);
+  for (size_t i = 0; i < streams.size(); ++i) REQUIRE(streams[i].bytes.size() == first.streams()[i].bytes.size());
   auto restored = SessionState::restore(model.text(), first.frontier(), std::move(streams));
   REQUIRE(restored.ok());
-  std::vector<const std::byte*> before;
-  for (const StateStream& s : restored.value().streams()) {
-    if (!s.name.starts_with("token_ids")) before.push_back(s.bytes.data());
-  }
+  // Where the compressed-KV and index-key streams live.
+  auto addresses = [](const SessionState& state) {
+    std::vector<const std::byte*> out;
+    for (const StateStream& s : state.streams()) {
+      if (s.name != "token_ids") out.push_back(s.bytes.data());
+    }
+    return out;
+  };
+  const std::vector<const std::byte*> before = addresses(restored.value());
   REQUIRE(model.forward(restored.value(), std::span(ids).subspan(60)).ok());
-  std::vector<const std::byte*> after;
-  for (const StateStream& s : restored.value().streams()) {
-    if (!s.name.starts_with("token_ids")) after.push_back(s.bytes.data());
-  }
-  CHECK(after == before);
+  CHECK(addresses(restored.value()) == before);
   SessionState uninterrupted = model.new_session();
   REQUIRE(model.forward(uninterrupted, ids).ok());
   CHECK(restored.value() == uninterrupted);

@@ -5,6 +5,7 @@
 // Minutes on two cores (an hour at 1M), so it is [.long], in its own CTest entry outside the default
 // run (docs/ARCHITECTURE.md, "Tests"); its speed is `hippo bench model --contexts 32768,262144`.
 #include "engine/model/model.h"
+#include "tests/engine/snapshot_streams.h"
 #include "tests/engine/test_paths.h"
 
 #include <catch2/catch.hpp>
@@ -13,7 +14,6 @@
 #include <chrono>
 #include <cmath>
 #include <cstdlib>
-#include <cstring>
 #include <iostream>
 #include <string>
 
@@ -66,15 +66,8 @@ TEST_CASE("tiny prefills 262,144 tokens, snapshots, restores and decodes exactly
   CHECK(state.memory_bytes() <= model.new_session().memory_bytes() + SessionState::growth_bytes(model.text(), kTokens) +
                                     SessionState::logits_bytes(model.text()));
 
-  // The snapshot's bytes, as the store hands them back (into stream_buffer()s, as the runtime reads them).
-  const std::vector<std::byte> frontier = state.frontier();
-  std::vector<StateStreamBuffer> streams;
-  for (const StateStream& s : state.streams()) {
-    std::vector<std::uint8_t> bytes = SessionState::stream_buffer(model.text(), s.name, s.bytes.size());
-    if (!bytes.empty()) std::memcpy(bytes.data(), s.bytes.data(), bytes.size());
-    streams.push_back({s.name, std::move(bytes)});
-  }
-  auto restored = SessionState::restore(model.text(), frontier, std::move(streams));
+  // The snapshot's bytes, as the runtime reads them back.
+  auto restored = SessionState::restore(model.text(), state.frontier(), testing::snapshot_streams(model.text(), state));
   REQUIRE(restored.ok());
   CHECK(*restored == state);
 
