@@ -426,7 +426,7 @@ class Trainer:
 
     @staticmethod
     def new_window():
-        return {"loss": 0.0, "targets": 0, "tokens": 0, "t": time.time(), "copied": 0.0}
+        return {"loss": 0.0, "targets": 0, "tokens": 0, "t": time.time(), "copied": 0.0, "copy_batches": 0}
 
     def take_step(self, window):
         """A batch of sessions until --batch-tokens, its answer loss backward; with --copy-mix W,
@@ -436,6 +436,7 @@ class Trainer:
             loss, copied = self.copy_stage.batch_loss(f"copy-mix/{a.seed}/{self.step}")
             (a.copy_mix * loss).backward()
             window["copied"] += copied
+            window["copy_batches"] += 1
         batch, n_tokens = [], 0
         while n_tokens < a.batch_tokens:
             batch.append(self.next_session())
@@ -456,7 +457,7 @@ class Trainer:
                  "lr": self.lr_at(self.step - 1), "tokens_per_s": round(rate, 1), "elapsed_s": round(now - start, 1)}
         copied = ""
         if a.copy_mix > 0:
-            entry["copied"] = round(window["copied"] / a.log_every, 4)
+            entry["copied"] = round(window["copied"] / window["copy_batches"], 4)
             copied = f"  copied {entry['copied']:.2f}"
         eta = (a.steps - self.step) * (now - window["t"]) / a.log_every / 60
         return entry, (f"step {self.step}/{a.steps}  loss {entry['loss']:.4f}{copied}  {rate:.0f} tokens/s  "
