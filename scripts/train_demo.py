@@ -9,6 +9,8 @@ corpus of scripts/gen_agent_corpus.py, on the CPU, with Hugging Face's DeepSeek-
     # again with the same --run to continue from the last saved state
     REF=~/.venvs/hippo-ref/bin/python
     $REF scripts/train_demo.py train --reference OVERLAY --corpus runs/corpus --run runs/demo [--steps 900]
+    # what a saved state has learnt: held-out answer loss (all tokens, copied ones), copy accuracy
+    $REF scripts/train_demo.py measure --reference OVERLAY --corpus runs/corpus --run runs/demo
     # the trained weights in the init checkpoint's layout (FP8 dense, FP4 experts, as the release)
     $REF scripts/train_demo.py export --reference OVERLAY --run runs/demo --out models/demo
 
@@ -23,6 +25,10 @@ How it trains:
   did not teach this model to copy, which its tasks need (docs/BENCHMARKS.md). The agent stage then
   unlearned it (0% of copied tokens after 900 steps); --copy-mix W keeps a copy batch in every agent
   step, its loss weighted by W.
+- Copied answer tokens (CopiedTokens: a rare id that the user turns or tool results of the session
+  already hold, such as a question's number, a search word, a tool's result) are what the tasks
+  turn on and a small share of the loss; the log reports their own loss (`copy_loss`), and
+  --copy-weight W weights them W times in the agent loss.
 - The loss is next-token cross-entropy on the ids the model generates (the answer spans of
   `hippo model render`): the prompt, tool results and user turns are context only.
 - The head: only the ids the corpus uses are trained. Every other row of the 129,280 x 64 head is
@@ -153,6 +159,32 @@ def copy_cache(cache):
     return copied
 
 
+class CopiedTokens:
+    """Which answer tokens copy from the conversation: those whose id occurs earlier in the session
+    outside the answers (a user turn, a tool result) and in at most --copy-rare of the sessions (so
+    not the chat and DSML markup, the tool names or the system block's words, which every session
+    holds)."""
+
+    def __init__(self, sessions, rare: float):
+        from collections import Counter
+
+        counts = Counter(i for ids, _ in sessions for i in set(ids))
+        self.common = {i for i, n in counts.items() if n > rare * len(sessions)}
+
+    def positions(self, ids, answers):
+        """The indices into ids of the answer tokens that copy."""
+        in_answer = [False] * len(ids)
+        for b, e in answers:
+            in_answer[b:e] = [True] * (e - b)
+        seen, out = set(), []
+        for p, i in enumerate(ids):
+            if not in_answer[p]:
+                seen.add(i)
+            elif i in seen and i not in self.common:
+                out.append(p)
+        return out
+
+
 class RestrictedVocabulary:
     """The ids the corpus uses (`ids`, `used`), each one's column in the trained head (`column`, -1
     for the others), and the logit log(n_unused) that stands for every other id in the softmax: their
@@ -263,6 +295,7 @@ class Trainer:
         self.sessions, skipped = read_corpus(Path(args.corpus) / "train.tokens.jsonl", args.max_tokens)
         log(f"{len(self.sessions)} training sessions ({skipped} longer than {args.max_tokens} tokens skipped)")
         self.vocab = RestrictedVocabulary(self.sessions, self.model.config.vocab_size)
+        self.copied = CopiedTokens(self.sessions, args.copy_rare)
         self.head = torch.nn.Parameter(self.model.lm_head.weight.detach()[self.vocab.used].clone())
         self.model.lm_head.weight.requires_grad_(False)
         decay, no_decay = [], []
@@ -335,19 +368,29 @@ class Trainer:
         return torch.cat(hidden)
 
     def answer_loss(self, ids, answers, hidden, start):
-        """Summed cross-entropy of the answer tokens; hidden[k] is position start + k."""
+        """Summed cross-entropy of the answer tokens, the copied ones (CopiedTokens) weighted by
+        --copy-weight (with its graph), and for the log: the plain sum, the copied tokens' sum and
+        their count. hidden[k] is position start + k."""
         import torch
         import torch.nn.functional as F
 
         positions = torch.cat([torch.arange(b - 1, e - 1) for b, e in answers])
         targets = self.vocab.column[torch.tensor(ids)[positions + 1]]
         logits = self.vocab.with_unused(hidden[positions - start] @ self.head.T)
-        return F.cross_entropy(logits, targets, reduction="sum")
+        losses = F.cross_entropy(logits, targets, reduction="none")
+        copied = torch.zeros(len(ids), dtype=torch.bool)
+        copied[self.copied.positions(ids, answers)] = True
+        copied = copied[positions + 1]
+        weight = self.args.copy_weight
+        loss = losses.sum() if weight == 1 else (losses * torch.where(copied, weight, 1.0)).sum()
+        plain = losses.detach()
+        return loss, plain.sum().item(), plain[copied].sum().item(), int(copied.sum())
 
     def group_loss(self, group):
         """Summed answer loss of sessions that share their first `shared` tokens (none of them an
         answer): the shared prefix runs once, with its gradient, and each session continues from
-        a copy of its cache, so the gradient is that of running every session whole."""
+        a copy of its cache, so the gradient is that of running every session whole. With it, the
+        sums for the log (answer_loss): [plain, copied tokens', copied tokens' count]."""
         from transformers import DynamicCache
 
         shared = min(prefix_length(group[0][0], ids) for ids, _ in group)
@@ -357,11 +400,13 @@ class Trainer:
             self.forward(group[0][0][:shared], 0, cache)
         else:
             shared = 0
-        loss = 0
+        loss, sums = 0, [0.0, 0.0, 0]
         for ids, answers in group:
             hidden = self.forward(ids, shared, copy_cache(cache))
-            loss = loss + self.answer_loss(ids, answers, hidden, shared)
-        return loss
+            session_loss, *session_sums = self.answer_loss(ids, answers, hidden, shared)
+            loss = loss + session_loss
+            sums = [a + b for a, b in zip(sums, session_sums)]
+        return loss, sums
 
     def history_now(self):
         segment = {"from_step": self.segment_start, "to_step": self.step, "args": vars(self.args)}
@@ -426,7 +471,8 @@ class Trainer:
 
     @staticmethod
     def new_window():
-        return {"loss": 0.0, "targets": 0, "tokens": 0, "t": time.time(), "copied": 0.0, "copy_batches": 0}
+        return {"loss": 0.0, "targets": 0, "tokens": 0, "t": time.time(), "copied": 0.0, "copy_batches": 0,
+                "copy_loss": 0.0, "copy_targets": 0}
 
     def take_step(self, window):
         """A batch of sessions until --batch-tokens, its answer loss backward; with --copy-mix W,
@@ -443,9 +489,11 @@ class Trainer:
             n_tokens += len(batch[-1][0])
         n_targets = sum(e - b for _, answers in batch for b, e in answers)
         for group in share_prefixes(batch, a.min_shared):
-            loss = self.group_loss(group)
+            loss, (plain, copy_loss, n_copied) = self.group_loss(group)
             (loss / n_targets).backward()
-            window["loss"] += loss.item()
+            window["loss"] += plain
+            window["copy_loss"] += copy_loss
+            window["copy_targets"] += n_copied
         self.tokens += n_tokens
         window["tokens"] += n_tokens
         window["targets"] += n_targets
@@ -454,14 +502,40 @@ class Trainer:
         a = self.args
         rate = window["tokens"] / (now - window["t"])
         entry = {"step": self.step, "tokens": self.tokens, "loss": window["loss"] / window["targets"],
+                 "copy_loss": window["copy_loss"] / max(1, window["copy_targets"]),
                  "lr": self.lr_at(self.step - 1), "tokens_per_s": round(rate, 1), "elapsed_s": round(now - start, 1)}
         copied = ""
         if a.copy_mix > 0:
             entry["copied"] = round(window["copied"] / window["copy_batches"], 4)
             copied = f"  copied {entry['copied']:.2f}"
         eta = (a.steps - self.step) * (now - window["t"]) / a.log_every / 60
-        return entry, (f"step {self.step}/{a.steps}  loss {entry['loss']:.4f}{copied}  {rate:.0f} tokens/s  "
+        return entry, (f"step {self.step}/{a.steps}  loss {entry['loss']:.4f}  copy loss {entry['copy_loss']:.3f}"
+                       f"{copied}  {rate:.0f} tokens/s  "
                        f"{self.tokens / 1e6:.2f}M tokens  ~{eta:.0f} min left")
+
+
+def measure(args) -> None:
+    """Prints, as one JSON line, what a saved state has learnt: the answer loss of the first
+    --sessions held-out sessions, all tokens and the copied ones (CopiedTokens, by the training
+    corpus' counts), and the share of copied ids it gets right on --copy-batches seeded copy-stage
+    batches (seeds of their own, none a training step's)."""
+    import torch
+    from transformers import DynamicCache
+
+    t = Trainer(args)
+    t.model.eval()
+    heldout, _ = read_corpus(Path(args.corpus) / "heldout.tokens.jsonl", args.max_tokens)
+    sums = [0.0, 0.0, 0.0, 0]  # all answer tokens' loss, their count, the copied ones' loss, their count
+    with torch.no_grad():
+        for ids, answers in heldout[: args.sessions]:
+            hidden = t.forward(ids, 0, DynamicCache(config=t.model.config))
+            _, plain, copy_loss, n_copied = t.answer_loss(ids, answers, hidden, 0)
+            sums = [a + b for a, b in zip(sums, [plain, sum(e - b for b, e in answers), copy_loss, n_copied])]
+        copied = [t.copy_stage.batch_loss(f"measure/{args.seed}/{i}")[1] for i in range(args.copy_batches)]
+    print(json.dumps({"step": t.step, "copy_step": t.copy_step, "heldout_sessions": min(args.sessions, len(heldout)),
+                      "heldout_loss": round(sums[0] / sums[1], 4), "heldout_copy_loss": round(sums[2] / sums[3], 4),
+                      "heldout_other_loss": round((sums[0] - sums[2]) / (sums[1] - sums[3]), 4),
+                      "copy_stage_copied": round(sum(copied) / len(copied), 4)}))
 
 
 def store_like(tensors: dict, name: str, value, block) -> None:
@@ -608,18 +682,14 @@ def main(argv=None):
                                      formatter_class=argparse.RawDescriptionHelpFormatter)
     sub = parser.add_subparsers(dest="command", required=True)
     t = sub.add_parser("train")
-    add_run_arguments(t, steps=900, lr=3e-3, warmup=30)
-    t.add_argument("--batch-tokens", type=int, default=3000, help="sessions per step until this many tokens")
-    t.add_argument("--weight-decay", type=float, default=0.01)
-    t.add_argument("--chunk", type=int, default=512, help="forward in chunks of this many tokens (0: one forward)")
-    t.add_argument("--min-shared", type=int, default=256,
-                   help="sessions of a batch that share this many leading tokens run them once")
-    t.add_argument("--copy-steps", type=int, default=0, help="first, this many steps of copying alone (CopyStage)")
-    t.add_argument("--copy-mix", type=float, default=0,
-                   help="each agent step also trains a copy batch, its loss weighted by this")
+    m = sub.add_parser("measure", help="a saved state's held-out losses and copy-stage accuracy (measure())")
+    m.add_argument("--sessions", type=int, default=25, help="the first this many held-out sessions")
+    m.add_argument("--copy-batches", type=int, default=4, help="seeded copy-stage batches of 32 sequences")
+    for p in (t, m):
+        add_train_arguments(p)
     e = sub.add_parser("export")
     e.add_argument("--out", required=True)
-    for p in (t, e):
+    for p in (t, m, e):
         p.add_argument("--reference", required=True, help="the overlay of scripts/reference/assemble_reference.py")
         p.add_argument("--run", required=True)
         p.add_argument("--seed", type=int, default=1)
@@ -633,8 +703,27 @@ def main(argv=None):
             subprocess.run([args.hippo, "--log-level", "warn", "model", "init", "--preset", "demo", "--seed",
                             str(args.seed), "--out", str(init), "--tokenizer", args.tokenizer], check=True)
         Trainer(args).train()
+    elif args.command == "measure":
+        measure(args)
     else:
         export(args)
+
+
+def add_train_arguments(t) -> None:
+    """The options of `train` (and of `measure`, which rebuilds its trainer)."""
+    add_run_arguments(t, steps=900, lr=3e-3, warmup=30)
+    t.add_argument("--batch-tokens", type=int, default=3000, help="sessions per step until this many tokens")
+    t.add_argument("--weight-decay", type=float, default=0.01)
+    t.add_argument("--chunk", type=int, default=512, help="forward in chunks of this many tokens (0: one forward)")
+    t.add_argument("--min-shared", type=int, default=256,
+                   help="sessions of a batch that share this many leading tokens run them once")
+    t.add_argument("--copy-steps", type=int, default=0, help="first, this many steps of copying alone (CopyStage)")
+    t.add_argument("--copy-mix", type=float, default=0,
+                   help="each agent step also trains a copy batch, its loss weighted by this")
+    t.add_argument("--copy-weight", type=float, default=1,
+                   help="weight of the copied answer tokens (CopiedTokens) in the agent loss")
+    t.add_argument("--copy-rare", type=float, default=0.05,
+                   help="an id in more than this share of the sessions is never a copied token")
 
 
 if __name__ == "__main__":
