@@ -10,6 +10,8 @@
 // no full vector, from a zero-padded copy.
 #include "kernels/cpu/attention_ops.h"
 
+#include "kernels/cpu/isa.h"
+
 #include <algorithm>
 #include <cmath>
 #include <cstring>
@@ -269,20 +271,21 @@ void row_scores_generic(const float* q, std::int64_t heads, std::int64_t q_strid
 using RowScoresFn = void (*)(const float*, std::int64_t, std::int64_t, const float* const*, std::int64_t, std::int64_t,
                              float*, std::int64_t);
 
-// The version for `isa` ("avx512", "avx2", "generic"), or null where this CPU cannot run it.
-RowScoresFn row_scores_version(std::string_view isa) {
-#if defined(__x86_64__)
-  if (isa == "avx512") return __builtin_cpu_supports("x86-64-v4") ? row_scores_avx512 : nullptr;
-  if (isa == "avx2") return __builtin_cpu_supports("x86-64-v3") ? row_scores_avx2 : nullptr;
-#endif
-  return isa == "generic" ? row_scores_generic : nullptr;
+// The version for `isa`, or null where this CPU cannot run it.
+RowScoresFn row_scores_version(Isa isa) {
+  if (!cpu_runs(isa)) return nullptr;
+  switch (isa) {
+    case Isa::kAvx512: return row_scores_avx512;
+    case Isa::kAvx2: return row_scores_avx2;
+    case Isa::kGeneric: break;
+  }
+  return row_scores_generic;
 }
 
 RowScoresFn best_row_scores() {
-  for (std::string_view isa : {"avx512", "avx2"}) {
+  for (Isa isa : kIsasBestFirst)
     if (RowScoresFn fn = row_scores_version(isa)) return fn;
-  }
-  return row_scores_generic;
+  return row_scores_generic;  // not reached: every CPU runs the generic version
 }
 
 // out[h][d0 + c·16 + lane] = Σ_j p[h·p_stride + j] · rows[j][d0 + c·16 + lane], in j order.
@@ -490,7 +493,8 @@ void row_scores(const float* q, std::int64_t heads, std::int64_t q_stride, const
 Status row_scores_with_isa(std::string_view isa, const float* q, std::int64_t heads, std::int64_t q_stride,
                            const float* const* rows, std::int64_t n, std::int64_t dim, float* scores,
                            std::int64_t score_stride) {
-  const RowScoresFn fn = row_scores_version(isa);
+  const std::optional<Isa> named = isa_named(isa);
+  const RowScoresFn fn = named ? row_scores_version(*named) : nullptr;
   if (fn == nullptr) {
     return make_error(ErrorCode::kInvalidArgument, "row_scores: instruction set '{}' does not run on this CPU", isa);
   }

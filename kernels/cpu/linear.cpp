@@ -1,6 +1,8 @@
 // Chooses the linear() implementation once, from what this CPU supports.
 #include "kernels/cpu/linear.h"
 
+#include "kernels/cpu/isa.h"
+
 namespace hippo::kernels::cpu {
 
 void linear_avx512(const float* x, std::int64_t m, const WeightView& w, const LinearOut& y, ThreadPool& pool);
@@ -18,18 +20,23 @@ using DecodeTransposedFn = void (*)(const WeightView&, std::int64_t, std::int64_
 struct Choice {
   LinearFn fn;
   DecodeTransposedFn decode_transposed;
-  const char* isa;
+  Isa isa;
 };
+
+Choice version(Isa isa) {
+  switch (isa) {
+    case Isa::kAvx512: return {linear_avx512, decode_rows_transposed_avx512, isa};
+    case Isa::kAvx2: return {linear_avx2, decode_rows_transposed_avx2, isa};
+    case Isa::kGeneric: break;
+  }
+  return {linear_generic, decode_rows_transposed_generic, Isa::kGeneric};
+}
 
 // Best first.
 std::vector<Choice> runnable() {
   std::vector<Choice> out;
-#if defined(__x86_64__)
-  if (__builtin_cpu_supports("avx512f")) out.push_back({linear_avx512, decode_rows_transposed_avx512, "avx512"});
-  if (__builtin_cpu_supports("avx2") && __builtin_cpu_supports("fma") && __builtin_cpu_supports("f16c"))
-    out.push_back({linear_avx2, decode_rows_transposed_avx2, "avx2"});
-#endif
-  out.push_back({linear_generic, decode_rows_transposed_generic, "generic"});
+  for (Isa isa : kIsasBestFirst)
+    if (cpu_runs(isa)) out.push_back(version(isa));
   return out;
 }
 
@@ -54,18 +61,18 @@ void decode_rows_transposed(const WeightView& w, std::int64_t r0, std::int64_t n
   if (n > 0) chosen().decode_transposed(w, r0, n, kt, ld);
 }
 
-std::string linear_isa() { return chosen().isa; }
+std::string linear_isa() { return std::string(isa_name(chosen().isa)); }
 
 std::vector<std::string> runnable_linear_isas() {
   std::vector<std::string> names;
-  for (const Choice& c : runnable()) names.emplace_back(c.isa);
+  for (const Choice& c : runnable()) names.emplace_back(isa_name(c.isa));
   return names;
 }
 
 Status linear_with_isa(const std::string& isa, const float* x, std::int64_t m, const WeightView& w, float* y,
                        ThreadPool& pool) {
   for (const Choice& c : runnable()) {
-    if (isa != c.isa) continue;
+    if (isa != isa_name(c.isa)) continue;
     if (m > 0) c.fn(x, m, w, LinearOut{y, nullptr}, pool);
     return {};
   }
@@ -75,7 +82,7 @@ Status linear_with_isa(const std::string& isa, const float* x, std::int64_t m, c
 Status decode_rows_transposed_with_isa(const std::string& isa, const WeightView& w, std::int64_t r0, std::int64_t n,
                                       float* kt, std::int64_t ld) {
   for (const Choice& c : runnable()) {
-    if (isa != c.isa) continue;
+    if (isa != isa_name(c.isa)) continue;
     if (n > 0) c.decode_transposed(w, r0, n, kt, ld);
     return {};
   }

@@ -1,0 +1,19 @@
+// The instruction sets the CPU kernels have versions of, and which of them this CPU runs: the one
+// probe behind every kernel that picks its version at run time (linear.cpp, row_scores).
+#pragma once
+
+#include <optional>
+#include <string_view>
+
+namespace hippo::kernels::cpu {
+
+// Best first. kAvx512: x86-64-v4 (AVX-512 F, BW, CD, DQ, VL); kAvx2: x86-64-v3 (AVX2, FMA, F16C,
+// BMI); kGeneric: plain C++, which every CPU runs.
+enum class Isa { kAvx512, kAvx2, kGeneric };
+inline constexpr Isa kIsasBestFirst[] = {Isa::kAvx512, Isa::kAvx2, Isa::kGeneric};
+
+std::string_view isa_name(Isa isa);  // "avx512", "avx2", "generic"
+std::optional<Isa> isa_named(std::string_view name);
+bool cpu_runs(Isa isa);
+
+}  // namespace hippo::kernels::cpu
