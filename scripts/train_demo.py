@@ -31,6 +31,10 @@ How it trains:
   --copy-weight W weights them W times in the agent loss.
 - The loss is next-token cross-entropy on the ids the model generates (the answer spans of
   `hippo model render`): the prompt, tool results and user turns are context only.
+- --tie-head trains one tensor as both the embedding's and the head's rows of the used ids (the
+  checkpoint still stores two, equal): copying then needs only attention to move a token's
+  embedding, which the head reads back as that token. Untied, this model's copy stage copied 1% of
+  the tokens after 1,000 steps (12% after 2,000); tied, 95% after 400 (docs/BENCHMARKS.md).
 - The head: only the ids the corpus uses are trained. Every other row of the 129,280 x 64 head is
   zero, so at inference each such id has logit 0; the training softmax over the used ids gets one
   more logit, log(n_unused), which stands for all of them together. That is the same distribution
@@ -296,15 +300,19 @@ class Trainer:
         log(f"{len(self.sessions)} training sessions ({skipped} longer than {args.max_tokens} tokens skipped)")
         self.vocab = RestrictedVocabulary(self.sessions, self.model.config.vocab_size)
         self.copied = CopiedTokens(self.sessions, args.copy_rare)
-        self.head = torch.nn.Parameter(self.model.lm_head.weight.detach()[self.vocab.used].clone())
+        # The trained head rows: a parameter of their own, or with --tie-head the embedding's rows of
+        # the same ids (one tensor trained for both; the export writes it into both).
+        self.own_head = None if args.tie_head else torch.nn.Parameter(
+            self.model.lm_head.weight.detach()[self.vocab.used].clone())
         self.model.lm_head.weight.requires_grad_(False)
         decay, no_decay = [], []
         for name, p in self.model.named_parameters():
             if not p.requires_grad:
                 continue
             (no_decay if p.ndim < 2 or "embed" in name else decay).append(p)
-        self.parameters = decay + [self.head] + no_decay
-        self.optimizer = torch.optim.AdamW([{"params": decay + [self.head], "weight_decay": args.weight_decay},
+        heads = [] if self.own_head is None else [self.own_head]
+        self.parameters = decay + heads + no_decay
+        self.optimizer = torch.optim.AdamW([{"params": decay + heads, "weight_decay": args.weight_decay},
                                             {"params": no_decay, "weight_decay": 0.0}],
                                            lr=args.lr, betas=(0.9, 0.95))
         self.step = 0
@@ -318,7 +326,8 @@ class Trainer:
         saved = saved_state(self.run, self.vocab.ids)
         if saved is not None:
             self.model.load_state_dict(saved["model"])
-            self.head.data.copy_(saved["head"])
+            if self.own_head is not None:
+                self.own_head.data.copy_(saved["head"])
             self.optimizer.load_state_dict(saved["optimizer"])
             self.step, self.order, self.position = saved["step"], saved["order"], saved["position"]
             self.epoch, self.tokens = saved["epoch"], saved["tokens"]
@@ -328,6 +337,11 @@ class Trainer:
                 else f"resumed at step {self.step} ({self.tokens} tokens)")
         self.segment_start = self.step
         self.model.train()
+
+    @property
+    def head(self):
+        """The head's rows of the used ids, in the order of vocab.used."""
+        return self.model.model.embed.weight[self.vocab.used] if self.own_head is None else self.own_head
 
     # The data order (shuffled per epoch from the seed) and the learning-rate schedule (linear warmup,
     # cosine to a tenth); train_dspark.py's trainer uses both.
@@ -724,6 +738,8 @@ def add_train_arguments(t) -> None:
                    help="weight of the copied answer tokens (CopiedTokens) in the agent loss")
     t.add_argument("--copy-rare", type=float, default=0.05,
                    help="an id in more than this share of the sessions is never a copied token")
+    t.add_argument("--tie-head", action="store_true",
+                   help="train the head's rows as the embedding's rows of the same ids (one tensor)")
 
 
 if __name__ == "__main__":
