@@ -238,7 +238,10 @@ class CopyStage:
     n = 4..24 ids drawn from those the corpus' answers use, a separator, and the same n again, with
     the loss on the copy, at a constant --lr. The agent corpus alone did not teach this model to
     copy in 1,500 steps; this stage does, slowly (docs/BENCHMARKS.md: 36% of copied tokens after
-    2,500 steps). Resumable: each step's sequences come from the seed and the step."""
+    2,500 steps). With --copy-filler F, F random ids lie around the first n (a random number of
+    them before), and the copy is prompted by its first id, its loss on the others: the copy's
+    distance differs per sequence, so a fixed offset does not solve it, only induction does.
+    Resumable: each step's sequences come from the seed and the step."""
 
     separator = 201  # any id; the one of the measured run
 
@@ -269,11 +272,26 @@ class CopyStage:
         t = self.trainer
         rng = random.Random(seed)
         n = rng.randint(4, 24)
-        ids = torch.tensor([[0] + xs + [self.separator] + xs
-                            for xs in ([rng.choice(self.pool) for _ in range(n)] for _ in range(32))])
+        filler = t.args.copy_filler
+        if filler == 0:
+            ids = torch.tensor([[0] + xs + [self.separator] + xs
+                                for xs in ([rng.choice(self.pool) for _ in range(n)] for _ in range(32))])
+            first = n + 1  # the position whose hidden state predicts the copy's first id
+        else:
+            # The n ids after a random share of the filler, the rest of it, the separator and the
+            # first id: each copy lies at its own distance, so only finding that id and reading on
+            # after it (induction) predicts the others.
+            rows = []
+            for _ in range(32):
+                xs = [rng.choice(self.pool) for _ in range(n)]
+                pad = [rng.choice(self.pool) for _ in range(filler)]
+                before = rng.randint(0, filler)
+                rows.append([0] + pad[:before] + xs + pad[before:] + [self.separator] + xs)
+            ids = torch.tensor(rows)
+            first = n + filler + 2
         hidden = t.model.model(input_ids=ids, use_cache=False).last_hidden_state
-        logits = t.vocab.with_unused(hidden[:, n + 1:2 * n + 1] @ t.head.T)
-        targets = t.vocab.column[ids[:, n + 2:]]
+        logits = t.vocab.with_unused(hidden[:, first:ids.shape[1] - 1] @ t.head.T)
+        targets = t.vocab.column[ids[:, first + 1:]]
         loss = F.cross_entropy(logits.reshape(-1, logits.shape[-1]), targets.reshape(-1))
         return loss, (logits.argmax(-1) == targets).float().mean().item()
 
@@ -738,6 +756,8 @@ def add_train_arguments(t) -> None:
                    help="weight of the copied answer tokens (CopiedTokens) in the agent loss")
     t.add_argument("--copy-rare", type=float, default=0.05,
                    help="an id in more than this share of the sessions is never a copied token")
+    t.add_argument("--copy-filler", type=int, default=0,
+                   help="copy stage: this many random ids around the copied ones, the copy prompted by its first")
     t.add_argument("--tie-head", action="store_true",
                    help="train the head's rows as the embedding's rows of the same ids (one tensor)")
 
