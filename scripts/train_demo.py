@@ -343,6 +343,10 @@ class Trainer:
         self.copy_stage = CopyStage(self)
         saved = saved_state(self.run, self.vocab.ids)
         if saved is not None:
+            tied = bool(saved["args"].get("tie_head"))
+            if tied != args.tie_head:  # the head would silently be another tensor
+                raise SystemExit(f"train_demo: {self.run / 'state.pt'} was trained "
+                                 f"{'with' if tied else 'without'} --tie-head: give the same")
             self.model.load_state_dict(saved["model"])
             if self.own_head is not None:
                 self.own_head.data.copy_(saved["head"])
