@@ -240,8 +240,10 @@ class CopyStage:
     copy in 1,500 steps; this stage does, slowly (docs/BENCHMARKS.md: 36% of copied tokens after
     2,500 steps). With --copy-filler F, F random ids lie around the first n (a random number of
     them before), and the copy is prompted by its first id, its loss on the others: the copy's
-    distance differs per sequence, so a fixed offset does not solve it, only induction does.
-    Resumable: each step's sequences come from the seed and the step."""
+    distance differs per sequence, so a fixed offset does not solve it, only induction does
+    (tied, from scratch --copy-filler 32 stayed at 0% for 1,050 steps; --copy-filler 4 first, then
+    32, copies 99%: docs/BENCHMARKS.md). Resumable: each step's sequences come from the seed and the
+    step."""
 
     separator = 201  # any id; the one of the measured run
 
