@@ -573,7 +573,7 @@ def measure(args) -> None:
     print(json.dumps({"step": t.step, "copy_step": t.copy_step, "heldout_sessions": min(args.sessions, len(heldout)),
                       "heldout_loss": round(sums[0] / sums[1], 4), "heldout_copy_loss": round(sums[2] / sums[3], 4),
                       "heldout_other_loss": round((sums[0] - sums[2]) / (sums[1] - sums[3]), 4),
-                      "copy_stage_copied": round(sum(copied) / len(copied), 4)}))
+                      "copy_stage_copied": round(sum(copied) / len(copied), 4), "copy_filler": args.copy_filler}))
 
 
 def store_like(tensors: dict, name: str, value, block) -> None:
