@@ -188,6 +188,12 @@ class CopiedTokens:
                 out.append(p)
         return out
 
+    @staticmethod
+    def starts(positions):
+        """The first token of each run of copied tokens: where the model must find what to copy,
+        with no earlier copied token to continue from (the rest of a run is induction)."""
+        return [p for k, p in enumerate(positions) if k == 0 or positions[k - 1] != p - 1]
+
 
 class RestrictedVocabulary:
     """The ids the corpus uses (`ids`, `used`), each one's column in the trained head (`column`, -1
@@ -555,7 +561,9 @@ class Trainer:
 def measure(args) -> None:
     """Prints, as one JSON line, what a saved state has learnt: the answer loss of the first
     --sessions held-out sessions, all tokens and the copied ones (CopiedTokens, by the training
-    corpus' counts), and the share of copied ids it gets right on --copy-batches seeded copy-stage
+    corpus' counts); the share of copied runs whose first token is the argmax (teacher-forced: the
+    token that greedy decoding must get right to start a copy, which the loss hides among the easy
+    rest of the run); and the share of copied ids it gets right on --copy-batches seeded copy-stage
     batches (seeds of their own, none a training step's)."""
     import torch
     from transformers import DynamicCache
@@ -564,15 +572,22 @@ def measure(args) -> None:
     t.model.eval()
     heldout, _ = read_corpus(Path(args.corpus) / "heldout.tokens.jsonl", args.max_tokens)
     sums = [0.0, 0.0, 0.0, 0]  # all answer tokens' loss, their count, the copied ones' loss, their count
+    starts_right = starts = 0
     with torch.no_grad():
         for ids, answers in heldout[: args.sessions]:
             hidden = t.forward(ids, 0, DynamicCache(config=t.model.config))
             _, plain, copy_loss, n_copied = t.answer_loss(ids, answers, hidden, 0)
             sums = [a + b for a, b in zip(sums, [plain, sum(e - b for b, e in answers), copy_loss, n_copied])]
+            first = torch.tensor(CopiedTokens.starts(t.copied.positions(ids, answers)), dtype=torch.long)
+            if len(first):
+                best = t.vocab.with_unused(hidden[first - 1] @ t.head.T).argmax(-1)
+                starts_right += int((best == t.vocab.column[torch.tensor(ids)[first]]).sum())
+                starts += len(first)
         copied = [t.copy_stage.batch_loss(f"measure/{args.seed}/{i}")[1] for i in range(args.copy_batches)]
     print(json.dumps({"step": t.step, "copy_step": t.copy_step, "heldout_sessions": min(args.sessions, len(heldout)),
                       "heldout_loss": round(sums[0] / sums[1], 4), "heldout_copy_loss": round(sums[2] / sums[3], 4),
                       "heldout_other_loss": round((sums[0] - sums[2]) / (sums[1] - sums[3]), 4),
+                      "heldout_copy_starts": starts, "heldout_copy_starts_right": round(starts_right / max(1, starts), 4),
                       "copy_stage_copied": round(sum(copied) / len(copied), 4), "copy_filler": args.copy_filler}))
 
 
