@@ -42,9 +42,11 @@ How it trains:
 - The reference's fake-quantisers (FP8 window KV, FP4 compressed KV and index keys/queries) are
   rounded in the forward and passed straight through in the backward (without that no gradient
   reaches the compressor). Inference and export use the reference unchanged.
-- Not trained (no gradient reaches them): the indexer's projections (selection is a top-k), the
-  routers' selection biases, the DSpark stages and the vision tower (the reference has neither;
-  they keep hippo's init here; scripts/train_dspark.py then trains the DSpark stages).
+- The indexers' projections get no gradient from the answer loss (selection is a top-k); with
+  --indexer-kl W they learn their layers' attention by KL divergence, DeepSeek-V3.2's way
+  (IndexerDistillation). Not trained: the routers' selection biases, the DSpark stages and the
+  vision tower (the reference has neither; they keep hippo's init here; scripts/train_dspark.py then
+  trains the DSpark stages).
 - Speed: a session runs in chunks of --chunk tokens through the reference's cache (cost linear in its
   length; the masked one-shot attention is quadratic), and the sessions of a batch that share their
   first --min-shared tokens (the tool agent's 547-token system block) run them once, each continuing
@@ -106,6 +108,142 @@ def straight_through_quantisers():
             return y + (x - x.detach()) if x.requires_grad else y
 
         setattr(m, name, ste)
+
+
+class IndexerDistillation:
+    """Trains the lightning indexers the way DeepSeek-V3.2 does (its paper, §2.1): each index source's
+    scores, softmaxed over the compressed entries a query can see, learn by KL divergence the
+    distribution its attention would give them, here the mean over the heads of every layer that
+    reuses its selection of each head's softmax over all the visible entries (not only the selected
+    ones: dense, so that an entry the indexer now ranks low can still rise). The main loss never
+    reaches the indexer (selection is a top-k), and the indexer's inputs are detached, so this loss
+    trains the indexer alone and the model around it stays what the answer loss makes it. Rows are
+    subsampled: the queries past the window whose position is a multiple of --indexer-stride."""
+
+    def __init__(self, model, row_stride: int):
+        from transformers.models.deepseek_v41 import modeling_deepseek_v41 as m
+
+        self.m = m
+        self.config = model.config
+        self.row_stride = row_stride
+        self.sources = sorted(self.config.index_source_layer_ids)
+        self.records = {}  # source layer: {"logits": [S, T] with grad, "target": [S, T] summed, "layers": n}
+        self.rows = None
+        distillation = self
+        original_attention, original_indexer = m.DeepseekV41Attention.forward, m.DeepseekV41Indexer.forward
+
+        def indexer_forward(indexer, hidden_states, q_residual, latent, first_group_position, position_ids,
+                            cache_layer, shared):
+            original_indexer(indexer, hidden_states.detach(), q_residual.detach(),
+                             None if latent is None else latent.detach(), first_group_position, position_ids,
+                             cache_layer, shared)
+            distillation.record_scores(indexer, hidden_states, q_residual, position_ids, shared)
+
+        def attention_forward(attention, hidden_states, **kwargs):
+            out = original_attention(attention, hidden_states, **kwargs)
+            distillation.record_target(attention, hidden_states, kwargs)
+            return out
+
+        m.DeepseekV41Indexer.forward = indexer_forward
+        m.DeepseekV41Attention.forward = attention_forward
+
+    def begin(self, positions):
+        """Before a chunk's forward at these absolute positions: which of its rows the loss samples."""
+        import torch
+
+        absolute = torch.as_tensor(positions)
+        rows = ((absolute % self.row_stride == 0) & (absolute >= self.config.sliding_window)).nonzero()[:, 0]
+        self.rows = rows if len(rows) else None
+        self.records = {}
+
+    def visible(self, position_ids, ratio: int, width: int):
+        """[S', T] mask of the compressed entries each sampled row can see."""
+        import torch
+
+        lens = (position_ids[0, self.rows].long() + 1) // ratio
+        return torch.arange(width).view(1, -1) < lens.view(-1, 1)
+
+    def record_scores(self, indexer, hidden_states, q_residual, position_ids, shared):
+        """The indexer's scores for the sampled rows, with their graph (its own weights only)."""
+        import torch
+
+        index_k = shared.get("index_k")
+        if self.rows is None or index_k is None:
+            return
+        h, r, pos = hidden_states.detach()[:, self.rows], q_residual.detach()[:, self.rows], position_ids[:, self.rows]
+        cos, sin = indexer.rotary_emb(h, position_ids=pos, layer_type="compress")
+        q = indexer.wq_b(r).view(1, len(self.rows), indexer.num_heads, indexer.head_dim)
+        q = self.m._fake_quant_fp4_block(self.m.apply_rotary_pos_emb(q, cos, sin), block_size=32)
+        scores = torch.einsum("bshd,btd->bsht", q.float(), index_k[:, 0].float()).relu() * indexer.softmax_scale
+        weights = indexer.weights_proj(h).float() * indexer.heads_scaling
+        logits = (scores * weights.unsqueeze(-1)).sum(dim=2)[0]
+        visible = self.visible(position_ids, indexer.compress_ratio, logits.shape[-1])
+        selectable = visible
+        if indexer.uses_candidates and shared.get("candidates") is not None:  # the real top-k's range
+            selectable = visible & shared["candidates"][0, self.rows]
+        self.records[indexer.layer_idx] = {"logits": logits.masked_fill(~visible, float("-inf")),
+                                           "selectable": selectable, "target": torch.zeros_like(logits), "layers": 0}
+
+    def record_target(self, attention, hidden_states, kwargs):
+        """Adds this layer's dense attention over the compressed entries (sampled rows, no graph) to
+        the target of the index source whose selection it reuses."""
+        import torch
+
+        if not attention.compress_ratio or self.rows is None:
+            return
+        source = max((s for s in self.sources if s <= attention.layer_idx), default=None)
+        record = self.records.get(source)
+        compressed = kwargs["shared"].get("compress_kv")
+        if record is None or compressed is None:
+            return
+        with torch.no_grad():
+            cos, sin = kwargs["position_embeddings"][attention.rope_layer_type]
+            h = hidden_states[:, self.rows]
+            q = attention.wq_b(attention.q_norm(attention.wq_a(h))).view(1, len(self.rows), attention.num_heads, -1)
+            q = self.m.apply_rotary_pos_emb(q, cos[:, self.rows], sin[:, self.rows]).transpose(1, 2)
+            logits = (q @ compressed[:, 0].float().transpose(-1, -2).unsqueeze(1))[0] * attention.scaling
+            visible = self.visible(kwargs["position_ids"], attention.compress_ratio, logits.shape[-1])
+            probs = logits.masked_fill(~visible, float("-inf")).softmax(-1).nan_to_num(0.0).mean(0)
+            record["target"] += probs
+            record["layers"] += 1
+
+    def take(self):
+        """The records of the chunk just run (for chunk_loss or coverage); forwards outside
+        begin() and take() (the copy stage's batches) record nothing."""
+        records, self.records, self.rows = self.records, {}, None
+        return records
+
+    @staticmethod
+    def chunk_loss(records):
+        """The summed KL divergence of a chunk's sampled rows (target to indexer) over the index
+        sources, and how many rows it sums."""
+        import torch
+
+        total, rows = 0.0, 0
+        for record in records.values():
+            if not record["layers"]:
+                continue
+            target = record["target"] / record["layers"]
+            logp = torch.log_softmax(record["logits"], dim=-1)
+            seen = target > 0
+            total = total + (target * (target.clamp_min(1e-30).log() - logp)).where(seen, 0.0).sum()
+            rows += int((target.sum(-1) > 0).sum())
+        return total, rows
+
+    def coverage(self, records):
+        """Per index source: the target mass that the indexer's top-k (within the candidate blocks
+        where the source uses them, as at inference) holds, summed over a chunk's sampled rows, and
+        the rows (measure's report)."""
+        out = {}
+        for source, record in records.items():
+            if not record["layers"]:
+                continue
+            target = record["target"] / record["layers"]
+            k = min(self.config.index_topk, target.shape[-1])
+            top = record["logits"].masked_fill(~record["selectable"], float("-inf")).topk(k, dim=-1)
+            held = target.gather(-1, top.indices).where(top.values > float("-inf"), 0.0)
+            out[source] = (float(held.sum()), int((target.sum(-1) > 0).sum()))
+        return out
 
 
 def read_corpus(path: Path, max_tokens: int):
@@ -326,6 +464,8 @@ class Trainer:
         log(f"{len(self.sessions)} training sessions ({skipped} longer than {args.max_tokens} tokens skipped)")
         self.vocab = RestrictedVocabulary(self.sessions, self.model.config.vocab_size)
         self.copied = CopiedTokens(self.sessions, args.copy_rare)
+        self.distillation = IndexerDistillation(self.model, args.indexer_stride) if args.indexer_kl > 0 else None
+        self.indexer_chunks = []  # the distillation's records of each chunk since the last take
         # The trained head rows: a parameter of their own, or with --tie-head the embedding's rows of
         # the same ids (one tensor trained for both; the export writes it into both).
         self.own_head = None if args.tie_head else torch.nn.Parameter(
@@ -406,9 +546,13 @@ class Trainer:
         hidden = []
         for i in range(start, len(ids), step):
             j = min(len(ids), i + step)
+            if self.distillation is not None:
+                self.distillation.begin(torch.arange(i, j))
             out = self.model.model(input_ids=x[:, i:j], position_ids=torch.arange(i, j).unsqueeze(0),
                                    past_key_values=cache, use_cache=True)
             hidden.append(out.last_hidden_state[0])
+            if self.distillation is not None:
+                self.indexer_chunks.append(self.distillation.take())
         return torch.cat(hidden)
 
     def answer_loss(self, ids, answers, hidden, start):
@@ -516,7 +660,7 @@ class Trainer:
     @staticmethod
     def new_window():
         return {"loss": 0.0, "targets": 0, "tokens": 0, "t": time.time(), "copied": 0.0, "copy_batches": 0,
-                "copy_loss": 0.0, "copy_targets": 0}
+                "copy_loss": 0.0, "copy_targets": 0, "indexer_kl": 0.0, "indexer_rows": 0}
 
     def take_step(self, window):
         """A batch of sessions until --batch-tokens, its answer loss backward; with --copy-mix W,
@@ -533,8 +677,21 @@ class Trainer:
             n_tokens += len(batch[-1][0])
         n_targets = sum(e - b for _, answers in batch for b, e in answers)
         for group in share_prefixes(batch, a.min_shared):
+            self.indexer_chunks = []
             loss, (plain, copy_loss, n_copied) = self.group_loss(group)
-            (loss / n_targets).backward()
+            loss = loss / n_targets
+            if self.distillation is not None:
+                kl, rows = 0.0, 0
+                for records in self.indexer_chunks:
+                    chunk_kl, chunk_rows = IndexerDistillation.chunk_loss(records)
+                    kl, rows = kl + chunk_kl, rows + chunk_rows
+                self.indexer_chunks = []
+                if rows:
+                    # per sampled row of the batch (about batch tokens / stride of them), summed over the sources
+                    loss = loss + a.indexer_kl * kl * a.indexer_stride / n_tokens
+                    window["indexer_kl"] += kl.item()
+                    window["indexer_rows"] += rows
+            loss.backward()
             window["loss"] += plain
             window["copy_loss"] += copy_loss
             window["copy_targets"] += n_copied
@@ -548,13 +705,17 @@ class Trainer:
         entry = {"step": self.step, "tokens": self.tokens, "loss": window["loss"] / window["targets"],
                  "copy_loss": window["copy_loss"] / max(1, window["copy_targets"]),
                  "lr": self.lr_at(self.step - 1), "tokens_per_s": round(rate, 1), "elapsed_s": round(now - start, 1)}
+        indexer = ""
+        if window["indexer_rows"]:
+            entry["indexer_kl"] = round(window["indexer_kl"] / window["indexer_rows"], 4)
+            indexer = f"  indexer KL {entry['indexer_kl']:.3f}"
         copied = ""
         if a.copy_mix > 0:
             entry["copied"] = round(window["copied"] / window["copy_batches"], 4)
             copied = f"  copied {entry['copied']:.2f}"
         eta = (a.steps - self.step) * (now - window["t"]) / a.log_every / 60
         return entry, (f"step {self.step}/{a.steps}  loss {entry['loss']:.4f}  copy loss {entry['copy_loss']:.3f}"
-                       f"{copied}  {rate:.0f} tokens/s  "
+                       f"{copied}{indexer}  {rate:.0f} tokens/s  "
                        f"{self.tokens / 1e6:.2f}M tokens  ~{eta:.0f} min left")
 
 
@@ -570,12 +731,20 @@ def measure(args) -> None:
 
     t = Trainer(args)
     t.model.eval()
+    if t.distillation is None:
+        t.distillation = IndexerDistillation(t.model, args.indexer_stride)
+    mass = {}  # index source: [top-k's share of the target, rows]
     heldout, _ = read_corpus(Path(args.corpus) / "heldout.tokens.jsonl", args.max_tokens)
     sums = [0.0, 0.0, 0.0, 0]  # all answer tokens' loss, their count, the copied ones' loss, their count
     starts_right = starts = 0
     with torch.no_grad():
         for ids, answers in heldout[: args.sessions]:
+            t.indexer_chunks = []
             hidden = t.forward(ids, 0, DynamicCache(config=t.model.config))
+            for records in t.indexer_chunks:
+                for source, (held, rows) in t.distillation.coverage(records).items():
+                    mass.setdefault(source, [0.0, 0])
+                    mass[source] = [mass[source][0] + held, mass[source][1] + rows]
             _, plain, copy_loss, n_copied = t.answer_loss(ids, answers, hidden, 0)
             sums = [a + b for a, b in zip(sums, [plain, sum(e - b for b, e in answers), copy_loss, n_copied])]
             first = torch.tensor(CopiedTokens.starts(t.copied.positions(ids, answers)), dtype=torch.long)
@@ -588,7 +757,8 @@ def measure(args) -> None:
                       "heldout_loss": round(sums[0] / sums[1], 4), "heldout_copy_loss": round(sums[2] / sums[3], 4),
                       "heldout_other_loss": round((sums[0] - sums[2]) / (sums[1] - sums[3]), 4),
                       "heldout_copy_starts": starts, "heldout_copy_starts_right": round(starts_right / max(1, starts), 4),
-                      "copy_stage_copied": round(sum(copied) / len(copied), 4), "copy_filler": args.copy_filler}))
+                      "copy_stage_copied": round(sum(copied) / len(copied), 4), "copy_filler": args.copy_filler,
+                      "heldout_indexer_topk_mass": {str(s): round(m / max(1, n), 4) for s, (m, n) in sorted(mass.items())}}))
 
 
 def store_like(tensors: dict, name: str, value, block) -> None:
@@ -779,6 +949,10 @@ def add_train_arguments(t) -> None:
                    help="an id in more than this share of the sessions is never a copied token")
     t.add_argument("--copy-filler", type=int, default=0,
                    help="copy stage: this many random ids around the copied ones, the copy prompted by its first")
+    t.add_argument("--indexer-kl", type=float, default=0,
+                   help="train the indexers by KL to their layers' dense attention (IndexerDistillation), this weight")
+    t.add_argument("--indexer-stride", type=int, default=8,
+                   help="the indexer loss samples the query positions past the window that are multiples of this")
     t.add_argument("--tie-head", action="store_true",
                    help="train the head's rows as the embedding's rows of the same ids (one tensor)")
 
