@@ -478,6 +478,11 @@ class Trainer:
             (no_decay if p.ndim < 2 or "embed" in name else decay).append(p)
         heads = [] if self.own_head is None else [self.own_head]
         self.parameters = decay + heads + no_decay
+        # Gradients clipped to norm 1 per group: the indexers' (only IndexerDistillation reaches
+        # them) apart from the rest, so that the two losses never scale each other's steps.
+        indexers = {id(p) for name, p in self.model.named_parameters() if ".indexer." in name}
+        self.clip_groups = [[p for p in self.parameters if id(p) not in indexers],
+                            [p for p in self.parameters if id(p) in indexers]]
         self.optimizer = torch.optim.AdamW([{"params": decay + heads, "weight_decay": args.weight_decay},
                                             {"params": no_decay, "weight_decay": 0.0}],
                                            lr=args.lr, betas=(0.9, 0.95))
@@ -611,7 +616,7 @@ class Trainer:
     # The training loop, which the copy stage, the agent stage and train_dspark.py's trainer run:
     # steps until the attribute `counter` reaches `total` or (resumably) --minutes after `start`;
     # each step sets the stage's learning rate, lets its take_step() run a batch's forward and
-    # backward (adding to the log window), clips the gradient to norm 1 and steps the optimiser;
+    # backward (adding to the log window), clips each of clip_groups to norm 1 and steps the optimiser;
     # every --log-every steps its log_entry() makes the log line; state.pt every --save-minutes and
     # at the end. Returns whether it reached `total`.
     def run_stage(self, stage, counter: str, total: int, start: float) -> bool:
@@ -630,7 +635,8 @@ class Trainer:
                 for group in self.optimizer.param_groups:
                     group["lr"] = stage.lr_at(getattr(self, counter))
                 stage.take_step(window)
-                torch.nn.utils.clip_grad_norm_(self.parameters, 1.0)
+                for clipped in self.clip_groups:
+                    torch.nn.utils.clip_grad_norm_(clipped, 1.0)
                 self.optimizer.step()
                 self.optimizer.zero_grad(set_to_none=True)
                 setattr(self, counter, getattr(self, counter) + 1)

@@ -73,6 +73,7 @@ class Trainer:
         self.w1 = torch.nn.Parameter(self.twin.markov_embed.detach()[used].clone())
         self.w2 = torch.nn.Parameter(self.twin.markov_head.detach()[used].clone())
         self.parameters = [p for p in self.twin.parameters() if p.requires_grad] + [self.w1, self.w2]
+        self.clip_groups = [self.parameters]
         self.optimizer = torch.optim.AdamW(self.parameters, lr=args.lr, betas=(0.9, 0.95), weight_decay=0.0)
         self.step, self.order, self.position, self.epoch = 0, [], 0, 0
         saved = train_demo.saved_state(self.run, self.vocab.ids)
