@@ -208,41 +208,45 @@ class IndexerDistillation:
             record["layers"] += 1
 
     def take(self):
-        """The records of the chunk just run (for chunk_loss or coverage); forwards outside
+        """The records of the chunk just run (for loss or coverage); forwards outside
         begin() and take() (the copy stage's batches) record nothing."""
         records, self.records, self.rows = self.records, {}, None
         return records
 
     @staticmethod
-    def chunk_loss(records):
-        """The summed KL divergence of a chunk's sampled rows (target to indexer) over the index
+    def targets(chunks):
+        """(source, record, target, rows) of every index source with a target in these chunks'
+        records: the target averaged over its layers, and how many sampled rows it has."""
+        for records in chunks:
+            for source, record in records.items():
+                if record["layers"]:
+                    target = record["target"] / record["layers"]
+                    yield source, record, target, int((target.sum(-1) > 0).sum())
+
+    @staticmethod
+    def loss(chunks):
+        """The summed KL divergence (target to indexer) of these chunks' sampled rows over the index
         sources, and how many rows it sums."""
         import torch
 
         total, rows = 0.0, 0
-        for record in records.values():
-            if not record["layers"]:
-                continue
-            target = record["target"] / record["layers"]
+        for _, record, target, n in IndexerDistillation.targets(chunks):
             logp = torch.log_softmax(record["logits"], dim=-1)
-            seen = target > 0
-            total = total + (target * (target.clamp_min(1e-30).log() - logp)).where(seen, 0.0).sum()
-            rows += int((target.sum(-1) > 0).sum())
+            total = total + (target * (target.clamp_min(1e-30).log() - logp)).where(target > 0, 0.0).sum()
+            rows += n
         return total, rows
 
-    def coverage(self, records):
+    def coverage(self, chunks):
         """Per index source: the target mass that the indexer's top-k (within the candidate blocks
-        where the source uses them, as at inference) holds, summed over a chunk's sampled rows, and
-        the rows (measure's report)."""
+        where the source uses them, as at inference) holds, summed over these chunks' sampled rows,
+        and the rows (measure's report)."""
         out = {}
-        for source, record in records.items():
-            if not record["layers"]:
-                continue
-            target = record["target"] / record["layers"]
+        for source, record, target, n in self.targets(chunks):
             k = min(self.config.index_topk, target.shape[-1])
             top = record["logits"].masked_fill(~record["selectable"], float("-inf")).topk(k, dim=-1)
             held = target.gather(-1, top.indices).where(top.values > float("-inf"), 0.0)
-            out[source] = (float(held.sum()), int((target.sum(-1) > 0).sum()))
+            mass, rows = out.get(source, (0.0, 0))
+            out[source] = (mass + float(held.sum()), rows + n)
         return out
 
 
@@ -465,7 +469,7 @@ class Trainer:
         self.vocab = RestrictedVocabulary(self.sessions, self.model.config.vocab_size)
         self.copied = CopiedTokens(self.sessions, args.copy_rare)
         self.distillation = IndexerDistillation(self.model, args.indexer_stride) if args.indexer_kl > 0 else None
-        self.indexer_chunks = []  # the distillation's records of each chunk since the last take
+        self.indexer_chunks = []  # the distillation's records of each chunk since take_indexer_chunks()
         # The trained head rows: a parameter of their own, or with --tie-head the embedding's rows of
         # the same ids (one tensor trained for both; the export writes it into both).
         self.own_head = None if args.tie_head else torch.nn.Parameter(
@@ -559,6 +563,11 @@ class Trainer:
             if self.distillation is not None:
                 self.indexer_chunks.append(self.distillation.take())
         return torch.cat(hidden)
+
+    def take_indexer_chunks(self):
+        """The distillation's records of the chunks forwarded since the last call."""
+        chunks, self.indexer_chunks = self.indexer_chunks, []
+        return chunks
 
     def answer_loss(self, ids, answers, hidden, start):
         """Summed cross-entropy of the answer tokens, the copied ones (CopiedTokens) weighted by
@@ -683,15 +692,10 @@ class Trainer:
             n_tokens += len(batch[-1][0])
         n_targets = sum(e - b for _, answers in batch for b, e in answers)
         for group in share_prefixes(batch, a.min_shared):
-            self.indexer_chunks = []
             loss, (plain, copy_loss, n_copied) = self.group_loss(group)
             loss = loss / n_targets
             if self.distillation is not None:
-                kl, rows = 0.0, 0
-                for records in self.indexer_chunks:
-                    chunk_kl, chunk_rows = IndexerDistillation.chunk_loss(records)
-                    kl, rows = kl + chunk_kl, rows + chunk_rows
-                self.indexer_chunks = []
+                kl, rows = IndexerDistillation.loss(self.take_indexer_chunks())
                 if rows:
                     # per sampled row of the batch (about batch tokens / stride of them), summed over the sources
                     loss = loss + a.indexer_kl * kl * a.indexer_stride / n_tokens
@@ -745,12 +749,11 @@ def measure(args) -> None:
     starts_right = starts = 0
     with torch.no_grad():
         for ids, answers in heldout[: args.sessions]:
-            t.indexer_chunks = []
             hidden = t.forward(ids, 0, DynamicCache(config=t.model.config))
-            for records in t.indexer_chunks:
-                for source, (held, rows) in t.distillation.coverage(records).items():
-                    mass.setdefault(source, [0.0, 0])
-                    mass[source] = [mass[source][0] + held, mass[source][1] + rows]
+            for source, (held, rows) in t.distillation.coverage(t.take_indexer_chunks()).items():
+                total = mass.setdefault(source, [0.0, 0])
+                total[0] += held
+                total[1] += rows
             _, plain, copy_loss, n_copied = t.answer_loss(ids, answers, hidden, 0)
             sums = [a + b for a, b in zip(sums, [plain, sum(e - b for b, e in answers), copy_loss, n_copied])]
             first = torch.tensor(CopiedTokens.starts(t.copied.positions(ids, answers)), dtype=torch.long)
