@@ -331,6 +331,29 @@ class CopiedTokens:
         return out
 
     @staticmethod
+    def sources_in_tool_results(ids, answers, starts, tool_result: list[int], end: list[int]):
+        """For each start, whether the latest earlier occurrence of its id outside the answers lies
+        inside a tool result (between the token runs `tool_result` and `end`; the chat encoding
+        spells both in several ordinary tokens, so the model must recognise the tag, not one id)."""
+        in_answer = [False] * len(ids)
+        for b, e in answers:
+            in_answer[b:e] = [True] * (e - b)
+        inside, last, open_ = [False] * len(ids), {}, False
+        for p, i in enumerate(ids):
+            if ids[p - len(end) + 1: p + 1] == end:
+                open_ = False
+            inside[p] = open_
+            if ids[p - len(tool_result) + 1: p + 1] == tool_result:
+                open_ = True
+        out, starts = [], set(starts)
+        for p, i in enumerate(ids):
+            if p in starts:
+                out.append(inside[last[i]])
+            if not in_answer[p]:
+                last[i] = p
+        return out
+
+    @staticmethod
     def starts(positions):
         """The first token of each run of copied tokens: where the model must find what to copy,
         with no earlier copied token to continue from (the rest of a run is induction)."""
@@ -571,7 +594,7 @@ class Trainer:
 
     def answer_loss(self, ids, answers, hidden, start):
         """Summed cross-entropy of the answer tokens, the copied ones (CopiedTokens) weighted by
-        --copy-weight (with its graph), and for the log: the plain sum, the copied tokens' sum and
+        --copy-weight and the first of each run of them by --start-weight (with its graph), and for the log: the plain sum, the copied tokens' sum and
         their count. hidden[k] is position start + k."""
         import torch
         import torch.nn.functional as F
@@ -581,10 +604,13 @@ class Trainer:
         logits = self.vocab.with_unused(hidden[positions - start] @ self.head.T)
         losses = F.cross_entropy(logits, targets, reduction="none")
         copied = torch.zeros(len(ids), dtype=torch.bool)
-        copied[self.copied.positions(ids, answers)] = True
-        copied = copied[positions + 1]
-        weight = self.args.copy_weight
-        loss = losses.sum() if weight == 1 else (losses * torch.where(copied, weight, 1.0)).sum()
+        copied_positions = self.copied.positions(ids, answers)
+        copied[copied_positions] = True
+        weights = torch.ones(len(ids))
+        weights[copied] = self.args.copy_weight
+        weights[CopiedTokens.starts(copied_positions)] = self.args.start_weight or self.args.copy_weight
+        copied, weights = copied[positions + 1], weights[positions + 1]
+        loss = (losses * weights).sum()
         plain = losses.detach()
         return loss, plain.sum().item(), plain[copied].sum().item(), int(copied.sum())
 
@@ -734,10 +760,11 @@ def measure(args) -> None:
     --sessions held-out sessions, all tokens and the copied ones (CopiedTokens, by the training
     corpus' counts); the share of copied runs whose first token is the argmax (teacher-forced: the
     token that greedy decoding must get right to start a copy, which the loss hides among the easy
-    rest of the run); and the share of copied ids it gets right on --copy-batches seeded copy-stage
+    rest of the run), also apart for the runs whose id the conversation last held in a tool result
+    (where the agent quotes what its tool returned); and the share of copied ids it gets right on --copy-batches seeded copy-stage
     batches (seeds of their own, none a training step's)."""
     import torch
-    from transformers import DynamicCache
+    from transformers import AutoTokenizer, DynamicCache
 
     t = Trainer(args)
     t.model.eval()
@@ -746,7 +773,9 @@ def measure(args) -> None:
     mass = {}  # index source: [top-k's share of the target, rows]
     heldout, _ = read_corpus(Path(args.corpus) / "heldout.tokens.jsonl", args.max_tokens)
     sums = [0.0, 0.0, 0.0, 0]  # all answer tokens' loss, their count, the copied ones' loss, their count
-    starts_right = starts = 0
+    tokenizer = AutoTokenizer.from_pretrained(str(t.init))
+    tags = [tokenizer.encode(tag, add_special_tokens=False) for tag in ("<tool_result>", "</tool_result>")]
+    starts = {False: [0, 0], True: [0, 0]}  # from a tool result?: [right, count]
     with torch.no_grad():
         for ids, answers in heldout[: args.sessions]:
             hidden = t.forward(ids, 0, DynamicCache(config=t.model.config))
@@ -756,16 +785,22 @@ def measure(args) -> None:
                 total[1] += rows
             _, plain, copy_loss, n_copied = t.answer_loss(ids, answers, hidden, 0)
             sums = [a + b for a, b in zip(sums, [plain, sum(e - b for b, e in answers), copy_loss, n_copied])]
-            first = torch.tensor(CopiedTokens.starts(t.copied.positions(ids, answers)), dtype=torch.long)
-            if len(first):
-                best = t.vocab.with_unused(hidden[first - 1] @ t.head.T).argmax(-1)
-                starts_right += int((best == t.vocab.column[torch.tensor(ids)[first]]).sum())
-                starts += len(first)
+            first = CopiedTokens.starts(t.copied.positions(ids, answers))
+            if first:
+                at = torch.tensor(first, dtype=torch.long)
+                right = t.vocab.with_unused(hidden[at - 1] @ t.head.T).argmax(-1) == t.vocab.column[torch.tensor(ids)[at]]
+                for ok, in_result in zip(right.tolist(), CopiedTokens.sources_in_tool_results(ids, answers, first, *tags)):
+                    starts[in_result][0] += ok
+                    starts[in_result][1] += 1
         copied = [t.copy_stage.batch_loss(f"measure/{args.seed}/{i}")[1] for i in range(args.copy_batches)]
     print(json.dumps({"step": t.step, "copy_step": t.copy_step, "heldout_sessions": min(args.sessions, len(heldout)),
                       "heldout_loss": round(sums[0] / sums[1], 4), "heldout_copy_loss": round(sums[2] / sums[3], 4),
                       "heldout_other_loss": round((sums[0] - sums[2]) / (sums[1] - sums[3]), 4),
-                      "heldout_copy_starts": starts, "heldout_copy_starts_right": round(starts_right / max(1, starts), 4),
+                      "heldout_copy_starts": starts[False][1] + starts[True][1],
+                      "heldout_copy_starts_right": round((starts[False][0] + starts[True][0])
+                                                         / max(1, starts[False][1] + starts[True][1]), 4),
+                      "heldout_copy_starts_from_tool_results": starts[True][1],
+                      "heldout_copy_starts_from_tool_results_right": round(starts[True][0] / max(1, starts[True][1]), 4),
                       "copy_stage_copied": round(sum(copied) / len(copied), 4), "copy_filler": args.copy_filler,
                       "heldout_indexer_topk_mass": {str(s): round(m / max(1, n), 4) for s, (m, n) in sorted(mass.items())}}))
 
@@ -954,6 +989,8 @@ def add_train_arguments(t) -> None:
                    help="each agent step also trains a copy batch, its loss weighted by this")
     t.add_argument("--copy-weight", type=float, default=1,
                    help="weight of the copied answer tokens (CopiedTokens) in the agent loss")
+    t.add_argument("--start-weight", type=float, default=0,
+                   help="weight of the first token of each run of copied tokens (default: --copy-weight)")
     t.add_argument("--copy-rare", type=float, default=0.05,
                    help="an id in more than this share of the sessions is never a copied token")
     t.add_argument("--copy-filler", type=int, default=0,
