@@ -195,19 +195,16 @@ ModelConfig wide() {
 }
 
 // The shapes of the trained demo model (scripts/train_demo.py): tiny's layer schedule and every
-// structural feature at hidden 128, with 8 heads on a 128-wide shared K=V latent, wider experts, and
-// an indexer that keeps 64 of the compressed entries within the 8 x 16 candidate blocks (the demo's
-// conversations reach ~2K tokens). At hidden 64 and a 64-wide latent the model fitted only 84% of the
-// copy starts of its own training sessions (docs/BENCHMARKS.md). Embedding and head (2 x 33 MB in
-// BF16) are most of it.
+// structural feature at hidden 64, with 8 heads, wider experts, and an indexer that keeps 64 of the
+// compressed entries within the 8 x 16 candidate blocks (the demo's conversations reach ~2K tokens).
+// Embedding and head (2 x 16.5 MB in BF16) are most of it.
 ModelConfig demo() {
   ModelConfig c = tiny();
   TextConfig& t = c.text_config;
-  t.hidden_size = 128;
-  t.moe_intermediate_size = 256;
+  t.hidden_size = 64;
+  t.moe_intermediate_size = 128;
   t.num_attention_heads = 8;
-  t.head_dim = 128;
-  t.q_lora_rank = 128;
+  t.q_lora_rank = 64;
   t.o_lora_rank = 64;
   t.index_topk = 64;
   t.candidate_topk_blocks = 8;
