@@ -309,7 +309,10 @@ class CopiedTokens:
     """Which answer tokens copy from the conversation: those whose id occurs earlier in the session
     outside the answers (a user turn, a tool result) and in at most --copy-rare of the sessions (so
     not the chat and DSML markup, the tool names or the system block's words, which every session
-    holds)."""
+    holds), and before each run of them the common tokens that continue the same source backwards
+    (the "to" of "toaster", a run's true first token, where greedy decoding must find the source)."""
+
+    max_extension = 8  # a run's start moves back at most this many common tokens
 
     def __init__(self, sessions, rare: float):
         from collections import Counter
@@ -322,13 +325,23 @@ class CopiedTokens:
         in_answer = [False] * len(ids)
         for b, e in answers:
             in_answer[b:e] = [True] * (e - b)
-        seen, out = set(), []
+        latest, source, out = {}, {}, []  # id: its latest position outside the answers; p: that of ids[p]
         for p, i in enumerate(ids):
             if not in_answer[p]:
-                seen.add(i)
-            elif i in seen and i not in self.common:
+                latest[i] = p
+            elif i in latest and i not in self.common:
                 out.append(p)
-        return out
+                source[p] = latest[i]
+        copied = set(out)
+        for p in self.starts(out):
+            q = source[p]
+            for _ in range(self.max_extension):
+                if not (in_answer[p - 1] and p - 1 not in copied and q > 0 and not in_answer[q - 1]
+                        and ids[p - 1] == ids[q - 1]):
+                    break
+                p, q = p - 1, q - 1
+                copied.add(p)
+        return sorted(copied)
 
     @staticmethod
     def sources_in_tool_results(ids, answers, starts, tool_result: list[int], end: list[int]):
