@@ -490,9 +490,56 @@ class CopyStage:
                        f"copied {entry['copied']:.2f}")
 
 
+class CuedCopies:
+    """Batches of a copy that starts at a cue and on another token: 32 sequences of BOS, --copy-filler
+    ids around a cue id followed by n = 2..12 ids, a separator, then the n ids again with the first
+    one written without its leading space (" toaster" in a question is "to"+"aster" in a tool call's
+    argument: the chat encoding puts no space there, and a memory key, a copied passage's first
+    word, a search word all start that way). The loss is on every copied id, the first included: the
+    model must find the span by its cue and map the spaced id to the bare one, which the agent corpus
+    asks of it for each word anew. Pairs: the used ids whose token is a space and another used id."""
+
+    cue = 202  # any ids other than the separator; inputs only
+
+    def __init__(self, trainer, tokenizer):
+        self.trainer = trainer
+        vocab = tokenizer.get_vocab()
+        used = set(trainer.vocab.ids)
+        self.bare = {i: vocab[t[1:]] for t, i in vocab.items()
+                     if t.startswith("\u0120") and len(t) > 1 and t[1:] in vocab and i in used and vocab[t[1:]] in used}
+        self.spaced = sorted(self.bare)
+        self.pool = trainer.copy_stage.pool
+
+    def batch_loss(self, seed: str):
+        """A batch's mean loss over the copied ids (with its graph), and the shares of the first
+        ids and of all ids the model gets right."""
+        import torch
+        import torch.nn.functional as F
+
+        t = self.trainer
+        rng = random.Random(seed)
+        n, filler = rng.randint(2, 12), t.args.copy_filler
+        rows = []
+        for _ in range(32):
+            xs = [rng.choice(self.spaced)] + [rng.choice(self.pool) for _ in range(n - 1)]
+            pad = [rng.choice(self.pool) for _ in range(filler)]
+            before = rng.randint(0, filler)
+            rows.append([0] + pad[:before] + [self.cue] + xs + pad[before:] + [CopyStage.separator]
+                        + [self.bare[xs[0]]] + xs[1:])
+        ids = torch.tensor(rows)
+        first = n + filler + 2  # the separator: its hidden state predicts the bare first id
+        hidden = t.model.model(input_ids=ids, use_cache=False).last_hidden_state
+        logits = t.vocab.with_unused(hidden[:, first:ids.shape[1] - 1] @ t.head.T)
+        targets = t.vocab.column[ids[:, first + 1:]]
+        loss = F.cross_entropy(logits.reshape(-1, logits.shape[-1]), targets.reshape(-1))
+        right = logits.argmax(-1) == targets
+        return loss, right[:, 0].float().mean().item(), right.float().mean().item()
+
+
 class Trainer:
     def __init__(self, args):
         import torch
+        from transformers import AutoTokenizer
 
         self.args = args
         self.run = Path(args.run)
@@ -534,6 +581,7 @@ class Trainer:
         self.tokens = 0
         self.copy_step = 0  # steps of the copy stage done (CopyStage)
         self.copy_stage = CopyStage(self)
+        self.cued_copies = CuedCopies(self, AutoTokenizer.from_pretrained(str(self.init))) if args.cued_mix > 0 else None
         saved = saved_state(self.run, self.vocab.ids)
         if saved is not None:
             tied = bool(saved["args"].get("tie_head"))
@@ -714,17 +762,25 @@ class Trainer:
     @staticmethod
     def new_window():
         return {"loss": 0.0, "targets": 0, "tokens": 0, "t": time.time(), "copied": 0.0, "copy_batches": 0,
-                "copy_loss": 0.0, "copy_targets": 0, "indexer_kl": 0.0, "indexer_rows": 0}
+                "copy_loss": 0.0, "copy_targets": 0, "indexer_kl": 0.0, "indexer_rows": 0,
+                "cued_first": 0.0, "cued_copied": 0.0, "cued_batches": 0}
 
     def take_step(self, window):
         """A batch of sessions until --batch-tokens, its answer loss backward; with --copy-mix W,
-        also a copy stage batch, its loss weighted by W (the agent stage alone unlearns copying)."""
+        also a copy stage batch, its loss weighted by W (the agent stage alone unlearns copying); with
+        --cued-mix W, a CuedCopies batch the same way."""
         a = self.args
         if a.copy_mix > 0:
             loss, copied = self.copy_stage.batch_loss(f"copy-mix/{a.seed}/{self.step}")
             (a.copy_mix * loss).backward()
             window["copied"] += copied
             window["copy_batches"] += 1
+        if self.cued_copies is not None:
+            loss, first, copied = self.cued_copies.batch_loss(f"cued/{a.seed}/{self.step}")
+            (a.cued_mix * loss).backward()
+            window["cued_first"] += first
+            window["cued_copied"] += copied
+            window["cued_batches"] += 1
         batch, n_tokens = [], 0
         while n_tokens < a.batch_tokens:
             batch.append(self.next_session())
@@ -762,6 +818,10 @@ class Trainer:
         if a.copy_mix > 0:
             entry["copied"] = round(window["copied"] / window["copy_batches"], 4)
             copied = f"  copied {entry['copied']:.2f}"
+        if window["cued_batches"]:
+            k = window["cued_batches"]
+            entry["cued_first"], entry["cued_copied"] = round(window["cued_first"] / k, 4), round(window["cued_copied"] / k, 4)
+            copied += f"  cued first {entry['cued_first']:.2f} all {entry['cued_copied']:.2f}"
         eta = (a.steps - self.step) * (now - window["t"]) / a.log_every / 60
         return entry, (f"step {self.step}/{a.steps}  loss {entry['loss']:.4f}  copy loss {entry['copy_loss']:.3f}"
                        f"{copied}{indexer}  {rate:.0f} tokens/s  "
@@ -1004,6 +1064,8 @@ def add_train_arguments(t) -> None:
                    help="weight of the copied answer tokens (CopiedTokens) in the agent loss")
     t.add_argument("--start-weight", type=float, default=0,
                    help="weight of the first token of each run of copied tokens (default: --copy-weight)")
+    t.add_argument("--cued-mix", type=float, default=0,
+                   help="each agent step also trains a cued, respaced copy batch (CuedCopies), its loss weighted by this")
     t.add_argument("--copy-rare", type=float, default=0.05,
                    help="an id in more than this share of the sessions is never a copied token")
     t.add_argument("--copy-filler", type=int, default=0,
