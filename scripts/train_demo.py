@@ -322,6 +322,11 @@ class CopiedTokens:
 
     def positions(self, ids, answers):
         """The indices into ids of the answer tokens that copy."""
+        return self.runs(ids, answers)[0]
+
+    def runs(self, ids, answers):
+        """The copied positions (positions()), and {each run's first position: where in ids its
+        source starts (the latest earlier occurrence outside the answers)}."""
         in_answer = [False] * len(ids)
         for b, e in answers:
             in_answer[b:e] = [True] * (e - b)
@@ -332,7 +337,7 @@ class CopiedTokens:
             elif i in latest and i not in self.common:
                 out.append(p)
                 source[p] = latest[i]
-        copied = set(out)
+        copied, sources = set(out), {}
         for p in self.starts(out):
             q = source[p]
             for _ in range(self.max_extension):
@@ -341,30 +346,22 @@ class CopiedTokens:
                     break
                 p, q = p - 1, q - 1
                 copied.add(p)
-        return sorted(copied)
+            sources[p] = q
+        return sorted(copied), sources
 
     @staticmethod
-    def sources_in_tool_results(ids, answers, starts, tool_result: list[int], end: list[int]):
-        """For each start, whether the latest earlier occurrence of its id outside the answers lies
-        inside a tool result (between the token runs `tool_result` and `end`; the chat encoding
-        spells both in several ordinary tokens, so the model must recognise the tag, not one id)."""
-        in_answer = [False] * len(ids)
-        for b, e in answers:
-            in_answer[b:e] = [True] * (e - b)
-        inside, last, open_ = [False] * len(ids), {}, False
-        for p, i in enumerate(ids):
-            if ids[p - len(end) + 1: p + 1] == end:
+    def inside_tool_results(ids, tool_result: list[int], end: list[int]):
+        """For each position, whether it lies inside a tool result: between the token runs
+        `tool_result` and `end` (the chat encoding spells both tags in several ordinary tokens, so
+        the model must recognise a tag there, not one id)."""
+        inside, open_ = [False] * len(ids), False
+        for p in range(len(ids)):
+            if ids[max(0, p - len(end) + 1): p + 1] == end:
                 open_ = False
             inside[p] = open_
-            if ids[p - len(tool_result) + 1: p + 1] == tool_result:
+            if ids[max(0, p - len(tool_result) + 1): p + 1] == tool_result:
                 open_ = True
-        out, starts = [], set(starts)
-        for p, i in enumerate(ids):
-            if p in starts:
-                out.append(inside[last[i]])
-            if not in_answer[p]:
-                last[i] = p
-        return out
+        return inside
 
     @staticmethod
     def starts(positions):
@@ -506,7 +503,7 @@ class CuedCopies:
         vocab = tokenizer.get_vocab()
         used = set(trainer.vocab.ids)
         self.bare = {i: vocab[t[1:]] for t, i in vocab.items()
-                     if t.startswith("\u0120") and len(t) > 1 and t[1:] in vocab and i in used and vocab[t[1:]] in used}
+                     if t.startswith("\u0120") and len(t) > 1 and i in used and vocab.get(t[1:]) in used}
         self.spaced = sorted(self.bare)
         self.pool = trainer.copy_stage.pool
 
@@ -581,7 +578,8 @@ class Trainer:
         self.tokens = 0
         self.copy_step = 0  # steps of the copy stage done (CopyStage)
         self.copy_stage = CopyStage(self)
-        self.cued_copies = CuedCopies(self, AutoTokenizer.from_pretrained(str(self.init))) if args.cued_mix > 0 else None
+        self.cued_copies = (CuedCopies(self, AutoTokenizer.from_pretrained(str(self.init)))
+                            if args.cued_mix > 0 else None)
         saved = saved_state(self.run, self.vocab.ids)
         if saved is not None:
             tied = bool(saved["args"].get("tie_head"))
@@ -655,8 +653,8 @@ class Trainer:
 
     def answer_loss(self, ids, answers, hidden, start):
         """Summed cross-entropy of the answer tokens, the copied ones (CopiedTokens) weighted by
-        --copy-weight and the first of each run of them by --start-weight (with its graph), and for the log: the plain sum, the copied tokens' sum and
-        their count. hidden[k] is position start + k."""
+        --copy-weight and the first of each run of them by --start-weight (with its graph), and for
+        the log: the plain sum, the copied tokens' sum and their count. hidden[k] is position start + k."""
         import torch
         import torch.nn.functional as F
 
@@ -820,7 +818,8 @@ class Trainer:
             copied = f"  copied {entry['copied']:.2f}"
         if window["cued_batches"]:
             k = window["cued_batches"]
-            entry["cued_first"], entry["cued_copied"] = round(window["cued_first"] / k, 4), round(window["cued_copied"] / k, 4)
+            entry["cued_first"] = round(window["cued_first"] / k, 4)
+            entry["cued_copied"] = round(window["cued_copied"] / k, 4)
             copied += f"  cued first {entry['cued_first']:.2f} all {entry['cued_copied']:.2f}"
         eta = (a.steps - self.step) * (now - window["t"]) / a.log_every / 60
         return entry, (f"step {self.step}/{a.steps}  loss {entry['loss']:.4f}  copy loss {entry['copy_loss']:.3f}"
@@ -833,9 +832,9 @@ def measure(args) -> None:
     --sessions held-out sessions, all tokens and the copied ones (CopiedTokens, by the training
     corpus' counts); the share of copied runs whose first token is the argmax (teacher-forced: the
     token that greedy decoding must get right to start a copy, which the loss hides among the easy
-    rest of the run), also apart for the runs whose id the conversation last held in a tool result
-    (where the agent quotes what its tool returned); and the share of copied ids it gets right on --copy-batches seeded copy-stage
-    batches (seeds of their own, none a training step's)."""
+    rest of the run), also apart for the runs whose source lies in a tool result (where the agent
+    quotes what its tool returned); and the share of copied ids it gets right on --copy-batches
+    seeded copy-stage batches (seeds of their own, none a training step's)."""
     import torch
     from transformers import AutoTokenizer, DynamicCache
 
@@ -858,13 +857,14 @@ def measure(args) -> None:
                 total[1] += rows
             _, plain, copy_loss, n_copied = t.answer_loss(ids, answers, hidden, 0)
             sums = [a + b for a, b in zip(sums, [plain, sum(e - b for b, e in answers), copy_loss, n_copied])]
-            first = CopiedTokens.starts(t.copied.positions(ids, answers))
-            if first:
-                at = torch.tensor(first, dtype=torch.long)
-                right = t.vocab.with_unused(hidden[at - 1] @ t.head.T).argmax(-1) == t.vocab.column[torch.tensor(ids)[at]]
-                for ok, in_result in zip(right.tolist(), CopiedTokens.sources_in_tool_results(ids, answers, first, *tags)):
-                    starts[in_result][0] += ok
-                    starts[in_result][1] += 1
+            _, sources = t.copied.runs(ids, answers)
+            if sources:
+                at = torch.tensor(list(sources), dtype=torch.long)
+                best = t.vocab.with_unused(hidden[at - 1] @ t.head.T).argmax(-1)
+                inside = CopiedTokens.inside_tool_results(ids, *tags)
+                for ok, q in zip((best == t.vocab.column[torch.tensor(ids)[at]]).tolist(), sources.values()):
+                    starts[inside[q]][0] += ok
+                    starts[inside[q]][1] += 1
         copied = [t.copy_stage.batch_loss(f"measure/{args.seed}/{i}")[1] for i in range(args.copy_batches)]
     print(json.dumps({"step": t.step, "copy_step": t.copy_step, "heldout_sessions": min(args.sessions, len(heldout)),
                       "heldout_loss": round(sums[0] / sums[1], 4), "heldout_copy_loss": round(sums[2] / sums[3], 4),
@@ -873,7 +873,8 @@ def measure(args) -> None:
                       "heldout_copy_starts_right": round((starts[False][0] + starts[True][0])
                                                          / max(1, starts[False][1] + starts[True][1]), 4),
                       "heldout_copy_starts_from_tool_results": starts[True][1],
-                      "heldout_copy_starts_from_tool_results_right": round(starts[True][0] / max(1, starts[True][1]), 4),
+                      "heldout_copy_starts_from_tool_results_right": round(starts[True][0]
+                                                                           / max(1, starts[True][1]), 4),
                       "copy_stage_copied": round(sum(copied) / len(copied), 4), "copy_filler": args.copy_filler,
                       "heldout_indexer_topk_mass": {str(s): round(m / max(1, n), 4) for s, (m, n) in sorted(mass.items())}}))
 
@@ -1065,7 +1066,7 @@ def add_train_arguments(t) -> None:
     t.add_argument("--start-weight", type=float, default=0,
                    help="weight of the first token of each run of copied tokens (default: --copy-weight)")
     t.add_argument("--cued-mix", type=float, default=0,
-                   help="each agent step also trains a cued, respaced copy batch (CuedCopies), its loss weighted by this")
+                   help="each agent step also trains a cued, respaced copy batch (CuedCopies), its loss this weight")
     t.add_argument("--copy-rare", type=float, default=0.05,
                    help="an id in more than this share of the sessions is never a copied token")
     t.add_argument("--copy-filler", type=int, default=0,
