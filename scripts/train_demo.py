@@ -78,7 +78,8 @@ def log(message: str) -> None:
 
 
 def load_reference(overlay: str, init: Path):
-    """The reference model at the init checkpoint's weights, and its tokenizer bound."""
+    """The reference model at the init checkpoint's weights with its tokenizer bound, the checkpoint's
+    quantisation config, and the tokenizer."""
     import assemble_reference
 
     assemble_reference.activate(overlay, quiet=True)
@@ -93,7 +94,7 @@ def load_reference(overlay: str, init: Path):
     golden.load_explicit(model, init, quant)
     tokenizer = AutoTokenizer.from_pretrained(str(init), config=config)
     model.model.bind_tokenizer(tokenizer)
-    return model, quant
+    return model, quant, tokenizer
 
 
 def straight_through_quantisers():
@@ -450,7 +451,6 @@ class CopyStage:
         """A batch's mean copy loss (with its graph) and the share of copied tokens the model gets
         right; the batch comes from `seed`."""
         import torch
-        import torch.nn.functional as F
 
         t = self.trainer
         rng = random.Random(seed)
@@ -472,11 +472,20 @@ class CopyStage:
                 rows.append([0] + pad[:before] + xs + pad[before:] + [self.separator] + xs)
             ids = torch.tensor(rows)
             first = n + filler + 2
-        hidden = t.model.model(input_ids=ids, use_cache=False).last_hidden_state
-        logits = t.vocab.with_unused(hidden[:, first:ids.shape[1] - 1] @ t.head.T)
-        targets = t.vocab.column[ids[:, first + 1:]]
+        loss, right = self.copy_loss(t, ids, first)
+        return loss, right.float().mean().item()
+
+    @staticmethod
+    def copy_loss(trainer, ids, first: int):
+        """The mean loss (with its graph) of predicting ids[:, first + 1:] from the hidden states at
+        first.., and which of those ids the model gets right."""
+        import torch.nn.functional as F
+
+        hidden = trainer.model.model(input_ids=ids, use_cache=False).last_hidden_state
+        logits = trainer.vocab.with_unused(hidden[:, first:ids.shape[1] - 1] @ trainer.head.T)
+        targets = trainer.vocab.column[ids[:, first + 1:]]
         loss = F.cross_entropy(logits.reshape(-1, logits.shape[-1]), targets.reshape(-1))
-        return loss, (logits.argmax(-1) == targets).float().mean().item()
+        return loss, logits.argmax(-1) == targets
 
     def log_entry(self, window, now, start):
         t = self.trainer
@@ -498,9 +507,9 @@ class CuedCopies:
 
     cue = 202  # any ids other than the separator; inputs only
 
-    def __init__(self, trainer, tokenizer):
+    def __init__(self, trainer):
         self.trainer = trainer
-        vocab = tokenizer.get_vocab()
+        vocab = trainer.tokenizer.get_vocab()
         used = set(trainer.vocab.ids)
         self.bare = {i: vocab[t[1:]] for t, i in vocab.items()
                      if t.startswith("\u0120") and len(t) > 1 and i in used and vocab.get(t[1:]) in used}
@@ -511,7 +520,6 @@ class CuedCopies:
         """A batch's mean loss over the copied ids (with its graph), and the shares of the first
         ids and of all ids the model gets right."""
         import torch
-        import torch.nn.functional as F
 
         t = self.trainer
         rng = random.Random(seed)
@@ -525,24 +533,19 @@ class CuedCopies:
                         + [self.bare[xs[0]]] + xs[1:])
         ids = torch.tensor(rows)
         first = n + filler + 2  # the separator: its hidden state predicts the bare first id
-        hidden = t.model.model(input_ids=ids, use_cache=False).last_hidden_state
-        logits = t.vocab.with_unused(hidden[:, first:ids.shape[1] - 1] @ t.head.T)
-        targets = t.vocab.column[ids[:, first + 1:]]
-        loss = F.cross_entropy(logits.reshape(-1, logits.shape[-1]), targets.reshape(-1))
-        right = logits.argmax(-1) == targets
+        loss, right = CopyStage.copy_loss(t, ids, first)
         return loss, right[:, 0].float().mean().item(), right.float().mean().item()
 
 
 class Trainer:
     def __init__(self, args):
         import torch
-        from transformers import AutoTokenizer
 
         self.args = args
         self.run = Path(args.run)
         self.init = self.run / "init"
         torch.set_num_threads(args.threads)
-        self.model, _ = load_reference(args.reference, self.init)
+        self.model, _, self.tokenizer = load_reference(args.reference, self.init)
         straight_through_quantisers()
         self.sessions, skipped = read_corpus(Path(args.corpus) / "train.tokens.jsonl", args.max_tokens)
         log(f"{len(self.sessions)} training sessions ({skipped} longer than {args.max_tokens} tokens skipped)")
@@ -578,8 +581,7 @@ class Trainer:
         self.tokens = 0
         self.copy_step = 0  # steps of the copy stage done (CopyStage)
         self.copy_stage = CopyStage(self)
-        self.cued_copies = (CuedCopies(self, AutoTokenizer.from_pretrained(str(self.init)))
-                            if args.cued_mix > 0 else None)
+        self.cued_copies = CuedCopies(self) if args.cued_mix > 0 else None
         saved = saved_state(self.run, self.vocab.ids)
         if saved is not None:
             tied = bool(saved["args"].get("tie_head"))
@@ -836,7 +838,7 @@ def measure(args) -> None:
     quotes what its tool returned); and the share of copied ids it gets right on --copy-batches
     seeded copy-stage batches (seeds of their own, none a training step's)."""
     import torch
-    from transformers import AutoTokenizer, DynamicCache
+    from transformers import DynamicCache
 
     t = Trainer(args)
     t.model.eval()
@@ -845,8 +847,7 @@ def measure(args) -> None:
     mass = {}  # index source: [top-k's share of the target, rows]
     heldout, _ = read_corpus(Path(args.corpus) / "heldout.tokens.jsonl", args.max_tokens)
     sums = [0.0, 0.0, 0.0, 0]  # all answer tokens' loss, their count, the copied ones' loss, their count
-    tokenizer = AutoTokenizer.from_pretrained(str(t.init))
-    tags = [tokenizer.encode(tag, add_special_tokens=False) for tag in ("<tool_result>", "</tool_result>")]
+    tags = [t.tokenizer.encode(tag, add_special_tokens=False) for tag in ("<tool_result>", "</tool_result>")]
     starts = {False: [0, 0], True: [0, 0]}  # from a tool result?: [right, count]
     with torch.no_grad():
         for ids, answers in heldout[: args.sessions]:
@@ -910,7 +911,7 @@ def export(args):
 
     run = Path(args.run)
     init = run / "init"
-    model, quant = load_reference(args.reference, init)
+    model, quant, _ = load_reference(args.reference, init)
     import gen_model_golden as golden
 
     saved = torch.load(run / "state.pt", weights_only=False)
