@@ -311,23 +311,30 @@ class CopiedTokens:
     outside the answers (a user turn, a tool result) and in at most --copy-rare of the sessions (so
     not the chat and DSML markup, the tool names or the system block's words, which every session
     holds), and before each run of them the common tokens that continue the same source backwards
-    (the "to" of "toaster", a run's true first token, where greedy decoding must find the source)."""
+    (the "to" of "toaster", a run's true first token, where greedy decoding must find the source).
+    Also a copy: a word that an answer writes bare (after markup, as a tool call's argument or an
+    answer starts) where the conversation held it with its leading space, " thunder" written as
+    "th"+"under": other ids, spelt anew, and so the hardest start of all."""
 
     max_extension = 8  # a run's start moves back at most this many common tokens
 
-    def __init__(self, sessions, rare: float):
+    def __init__(self, sessions, rare: float, tokenizer):
         from collections import Counter
 
         counts = Counter(i for ids, _ in sessions for i in set(ids))
         self.common = {i for i, n in counts.items() if n > rare * len(sessions)}
+        self.tokenizer = tokenizer
+        self.texts = tokenizer.convert_ids_to_tokens(list(range(len(tokenizer))))
+        self.spaced = {}  # a bare word's text: its ids with a leading space
 
     def positions(self, ids, answers):
         """The indices into ids of the answer tokens that copy."""
         return self.runs(ids, answers)[0]
 
     def runs(self, ids, answers):
-        """The copied positions (positions()), and {each run's first position: where in ids its
-        source starts (the latest earlier occurrence outside the answers)}."""
+        """The copied positions (positions()), {each run's first position: where in ids its source
+        starts (the latest earlier occurrence outside the answers)}, and the runs that a respelt word
+        starts."""
         in_answer = [False] * len(ids)
         for b, e in answers:
             in_answer[b:e] = [True] * (e - b)
@@ -348,7 +355,48 @@ class CopiedTokens:
                 p, q = p - 1, q - 1
                 copied.add(p)
             sources[p] = q
-        return sorted(copied), sources
+        respelt = self.respelt(ids, in_answer)
+        for p, (end, q) in respelt.items():
+            copied.update(range(p, end))
+        runs = {}  # each merged run's first position: its source (a respelt word's, where one starts it)
+        for p in self.starts(sorted(copied)):
+            runs[p] = respelt[p][1] if p in respelt else sources[p]
+        return sorted(copied), runs, set(respelt) & set(runs)
+
+    def respelt(self, ids, in_answer):
+        """{p: (end, q)}: answer tokens ids[p:end] write bare a rare word that ids[q:] held earlier,
+        outside the answers, with its leading space."""
+        found = {}
+        for p in range(1, len(ids)):
+            word = self.respelt_at(ids, in_answer, p)
+            if word is not None:
+                found[p] = word
+        return found
+
+    def respelt_at(self, ids, in_answer, p):
+        """(end, q) where a respelt word starts at p (respelt()), else None."""
+        before = self.texts[ids[p - 1]]
+        if not (in_answer[p] and self.is_letters(ids[p])) or before[-1].isalnum() or before[-1] == "\u0120":
+            return None
+        end = p + 1
+        while end < len(ids) and in_answer[end] and self.is_letters(ids[end]):
+            end += 1
+        spaced = self.spaced_ids("".join(self.texts[i] for i in ids[p:end]))
+        if all(i in self.common for i in spaced):  # " The": not a copy; " to"+"aster" is
+            return None
+        for q in range(p - len(spaced), -1, -1):
+            if ids[q: q + len(spaced)] == spaced and not any(in_answer[q: q + len(spaced)]):
+                return end, q
+        return None
+
+    def is_letters(self, i) -> bool:
+        return self.texts[i].isascii() and self.texts[i].isalpha()
+
+    def spaced_ids(self, word: str):
+        """The ids of word with a leading space."""
+        if word not in self.spaced:
+            self.spaced[word] = self.tokenizer.encode(" " + word, add_special_tokens=False)
+        return self.spaced[word]
 
     @staticmethod
     def inside_tool_results(ids, tool_result: list[int], end: list[int]):
@@ -497,44 +545,113 @@ class CopyStage:
 
 
 class CuedCopies:
-    """Batches of a copy that starts at a cue and on another token: 32 sequences of BOS, --copy-filler
-    ids around a cue id followed by n = 2..12 ids, a separator, then the n ids again with the first
-    one written without its leading space (" toaster" in a question is "to"+"aster" in a tool call's
-    argument: the chat encoding puts no space there, and a memory key, a copied passage's first
-    word, a search word all start that way). The loss is on every copied id, the first included: the
-    model must find the span by its cue and map the spaced id to the bare one, which the agent corpus
-    asks of it for each word anew. Pairs: the used ids whose token is a space and another used id."""
+    """Batches of a copy that starts at a cue and on other tokens: 32 sequences of BOS, --copy-filler
+    ids around a cue id followed by n = 2..12 ids, a separator, then the n ids again with the first,
+    a word, written without its leading space (" thunder" in a question is "th"+"under" in a tool
+    call's argument: the chat encoding puts no space there, and a memory key, a copied passage's
+    first word, a search word all start that way). The loss is on every copied id, the bare word's
+    included: the model must find the span by its cue and spell the word anew, which the agent
+    corpus asks of it for each word (CopiedTokens' respelt runs). Words: the used ids whose token is
+    a space and letters, whose bare spelling uses only used ids; a batch's words all spell in the
+    same number of ids."""
 
     cue = 202  # any ids other than the separator; inputs only
 
     def __init__(self, trainer):
         self.trainer = trainer
-        vocab = trainer.tokenizer.get_vocab()
+        tokenizer = trainer.tokenizer
         used = set(trainer.vocab.ids)
-        self.bare = {i: vocab[t[1:]] for t, i in vocab.items()
-                     if t.startswith("\u0120") and len(t) > 1 and i in used and vocab.get(t[1:]) in used}
-        self.spaced = sorted(self.bare)
+        self.by_length = {}  # bare spelling's length: [(spaced id, bare ids)]
+        for i in trainer.vocab.ids:
+            text = tokenizer.convert_ids_to_tokens(i)
+            if len(text) > 1 and text[0] == "\u0120" and text[1:].isascii() and text[1:].isalpha():
+                bare = tokenizer.encode(text[1:], add_special_tokens=False)
+                if all(b in used for b in bare):
+                    self.by_length.setdefault(len(bare), []).append((i, bare))
+        self.lengths = sorted(self.by_length)
         self.pool = trainer.copy_stage.pool
 
     def batch_loss(self, seed: str):
-        """A batch's mean loss over the copied ids (with its graph), and the shares of the first
-        ids and of all ids the model gets right."""
+        """A batch's mean loss over the copied ids (with its graph), and the shares of the bare
+        words' first ids and of all ids the model gets right."""
         import torch
 
         t = self.trainer
         rng = random.Random(seed)
         n, filler = rng.randint(2, 12), t.args.copy_filler
+        words = self.by_length[rng.choices(self.lengths, [len(self.by_length[k]) for k in self.lengths])[0]]
         rows = []
         for _ in range(32):
-            xs = [rng.choice(self.spaced)] + [rng.choice(self.pool) for _ in range(n - 1)]
+            spaced, bare = rng.choice(words)
+            xs = [rng.choice(self.pool) for _ in range(n - 1)]
             pad = [rng.choice(self.pool) for _ in range(filler)]
             before = rng.randint(0, filler)
-            rows.append([0] + pad[:before] + [self.cue] + xs + pad[before:] + [CopyStage.separator]
-                        + [self.bare[xs[0]]] + xs[1:])
+            rows.append([0] + pad[:before] + [self.cue, spaced] + xs + pad[before:] + [CopyStage.separator]
+                        + bare + xs)
         ids = torch.tensor(rows)
-        first = n + filler + 2  # the separator: its hidden state predicts the bare first id
+        first = n + filler + 2  # the separator: its hidden state predicts the bare word's first id
         loss, right = CopyStage.copy_loss(t, ids, first)
         return loss, right[:, 0].float().mean().item(), right.float().mean().item()
+
+
+class ArgumentWords:
+    """--argument-mix W: each step, one training session whose tool call has a one-word string
+    argument that respells a word of the user's turn (CopiedTokens.respelt: "th"+"under" for
+    " thunder", the search word), in 8 variants, each with another word that this parameter takes
+    in the training split put in both places, the session cut after the argument; its answer loss
+    (answer_loss, per target) weighted by W. The corpus has about one such argument per step;
+    this gives the model eight more, each word in a question it was not asked in, so that what it
+    learns is to find and respell the word rather than which word a question holds. The variants
+    share the session up to the word, which runs once (group_loss)."""
+
+    variants = 8
+    role = 8  # a parameter is told by the ids before its value: `parameter name="text" string="true">`
+
+    def __init__(self, trainer):
+        self.trainer = trainer
+        copied = trainer.copied
+        tag = trainer.tokenizer.encode(' string="true">', add_special_tokens=False)
+        close = trainer.tokenizer.encode("</", add_special_tokens=False)
+        self.cases = []  # (session, p, end, q, role)
+        self.words = {}  # role: {(spaced ids, bare ids)}
+        for k, (ids, answers) in enumerate(trainer.sessions):
+            in_answer = [False] * len(ids)
+            for b, e in answers:
+                in_answer[b:e] = [True] * (e - b)
+            for p in range(self.role, len(ids)):
+                if ids[p - len(tag): p] != tag:
+                    continue
+                found = copied.respelt_at(ids, in_answer, p)
+                if found is None or ids[found[0]: found[0] + len(close)] != close:
+                    continue
+                end, q = found
+                role = tuple(ids[p - self.role: p])
+                self.cases.append((k, p, end, q, role))
+                self.words.setdefault(role, set()).add(tuple(ids[p:end]))
+        self.words = {role: [(copied.spaced_ids(self.text(bare)), list(bare)) for bare in sorted(words)]
+                      for role, words in self.words.items()}
+        trainer.say(f"ArgumentWords: {len(self.cases)} arguments, "
+                    + ", ".join(f"{len(w)} words" for w in self.words.values()))
+
+    def text(self, ids) -> str:
+        return "".join(self.trainer.copied.texts[i] for i in ids)
+
+    def loss(self, seed: str):
+        """The variants' mean answer loss per target (with its graph)."""
+        t = self.trainer
+        rng = random.Random(seed)
+        k, p, end, q, role = rng.choice(self.cases)
+        ids, answers = t.sessions[k]
+        spaced = t.copied.spaced_ids(self.text(ids[p:end]))
+        b = max(b for b, _ in answers if b <= p)  # the answer the argument lies in (after q)
+        group = []
+        for new_spaced, new_bare in rng.sample(self.words[role], min(self.variants, len(self.words[role]))):
+            head = ids[:q] + new_spaced + ids[q + len(spaced): p]
+            cut = head + new_bare + ids[end: end + 2]
+            group.append((cut, [[b + len(head) - p, len(cut)]]))
+        loss, _ = t.group_loss(group)
+        t.take_indexer_chunks()  # the distillation learns from the corpus' batches only
+        return loss / sum(e - b for _, answers in group for b, e in answers)
 
 
 class Trainer:
@@ -550,7 +667,7 @@ class Trainer:
         self.sessions, skipped = read_corpus(Path(args.corpus) / "train.tokens.jsonl", args.max_tokens)
         log(f"{len(self.sessions)} training sessions ({skipped} longer than {args.max_tokens} tokens skipped)")
         self.vocab = RestrictedVocabulary(self.sessions, self.model.config.vocab_size)
-        self.copied = CopiedTokens(self.sessions, args.copy_rare)
+        self.copied = CopiedTokens(self.sessions, args.copy_rare, self.tokenizer)
         self.distillation = IndexerDistillation(self.model, args.indexer_stride) if args.indexer_kl > 0 else None
         self.indexer_chunks = []  # the distillation's records of each chunk since take_indexer_chunks()
         # The trained head rows: a parameter of their own, or with --tie-head the embedding's rows of
@@ -582,6 +699,7 @@ class Trainer:
         self.copy_step = 0  # steps of the copy stage done (CopyStage)
         self.copy_stage = CopyStage(self)
         self.cued_copies = CuedCopies(self) if args.cued_mix > 0 else None
+        self.argument_words = ArgumentWords(self) if args.argument_mix > 0 else None
         saved = saved_state(self.run, self.vocab.ids)
         if saved is not None:
             tied = bool(saved["args"].get("tie_head"))
@@ -763,12 +881,12 @@ class Trainer:
     def new_window():
         return {"loss": 0.0, "targets": 0, "tokens": 0, "t": time.time(), "copied": 0.0, "copy_batches": 0,
                 "copy_loss": 0.0, "copy_targets": 0, "indexer_kl": 0.0, "indexer_rows": 0,
-                "cued_first": 0.0, "cued_copied": 0.0, "cued_batches": 0}
+                "cued_first": 0.0, "cued_copied": 0.0, "cued_batches": 0, "argument_loss": 0.0, "argument_batches": 0}
 
     def take_step(self, window):
         """A batch of sessions until --batch-tokens, its answer loss backward; with --copy-mix W,
         also a copy stage batch, its loss weighted by W (the agent stage alone unlearns copying); with
-        --cued-mix W, a CuedCopies batch the same way."""
+        --cued-mix W, a CuedCopies batch the same way, and with --argument-mix W ArgumentWords'."""
         a = self.args
         if a.copy_mix > 0:
             loss, copied = self.copy_stage.batch_loss(f"copy-mix/{a.seed}/{self.step}")
@@ -781,6 +899,11 @@ class Trainer:
             window["cued_first"] += first
             window["cued_copied"] += copied
             window["cued_batches"] += 1
+        if self.argument_words is not None:
+            loss = self.argument_words.loss(f"argument/{a.seed}/{self.step}")
+            (a.argument_mix * loss).backward()
+            window["argument_loss"] += loss.item()
+            window["argument_batches"] += 1
         batch, n_tokens = [], 0
         while n_tokens < a.batch_tokens:
             batch.append(self.next_session())
@@ -823,6 +946,9 @@ class Trainer:
             entry["cued_first"] = round(window["cued_first"] / k, 4)
             entry["cued_copied"] = round(window["cued_copied"] / k, 4)
             copied += f"  cued first {entry['cued_first']:.2f} all {entry['cued_copied']:.2f}"
+        if window["argument_batches"]:
+            entry["argument_loss"] = round(window["argument_loss"] / window["argument_batches"], 4)
+            copied += f"  argument loss {entry['argument_loss']:.3f}"
         eta = (a.steps - self.step) * (now - window["t"]) / a.log_every / 60
         return entry, (f"step {self.step}/{a.steps}  loss {entry['loss']:.4f}  copy loss {entry['copy_loss']:.3f}"
                        f"{copied}{indexer}  {rate:.0f} tokens/s  "
@@ -835,7 +961,8 @@ def measure(args) -> None:
     corpus' counts); the share of copied runs whose first token is the argmax (teacher-forced: the
     token that greedy decoding must get right to start a copy, which the loss hides among the easy
     rest of the run), also apart for the runs whose source lies in a tool result (where the agent
-    quotes what its tool returned); and the share of copied ids it gets right on --copy-batches
+    quotes what its tool returned), for those a respelt word starts (CopiedTokens) and for those that
+    start a tool call's string argument; and the share of copied ids it gets right on --copy-batches
     seeded copy-stage batches (seeds of their own, none a training step's)."""
     import torch
     from transformers import DynamicCache
@@ -848,7 +975,8 @@ def measure(args) -> None:
     heldout, _ = read_corpus(Path(args.corpus) / "heldout.tokens.jsonl", args.max_tokens)
     sums = [0.0, 0.0, 0.0, 0]  # all answer tokens' loss, their count, the copied ones' loss, their count
     tags = [t.tokenizer.encode(tag, add_special_tokens=False) for tag in ("<tool_result>", "</tool_result>")]
-    starts = {False: [0, 0], True: [0, 0]}  # from a tool result?: [right, count]
+    argument = t.tokenizer.encode(' string="true">', add_special_tokens=False)  # a DSML string argument's start
+    starts = {kind: [0, 0] for kind in ("all", "from_tool_results", "respelt", "in_arguments")}  # [right, count]
     with torch.no_grad():
         for ids, answers in heldout[: args.sessions]:
             hidden = t.forward(ids, 0, DynamicCache(config=t.model.config))
@@ -858,24 +986,24 @@ def measure(args) -> None:
                 total[1] += rows
             _, plain, copy_loss, n_copied = t.answer_loss(ids, answers, hidden, 0)
             sums = [a + b for a, b in zip(sums, [plain, sum(e - b for b, e in answers), copy_loss, n_copied])]
-            _, sources = t.copied.runs(ids, answers)
+            _, sources, respelt = t.copied.runs(ids, answers)
             if sources:
                 at = torch.tensor(list(sources), dtype=torch.long)
                 best = t.vocab.with_unused(hidden[at - 1] @ t.head.T).argmax(-1)
                 inside = CopiedTokens.inside_tool_results(ids, *tags)
-                for ok, q in zip((best == t.vocab.column[torch.tensor(ids)[at]]).tolist(), sources.values()):
-                    starts[inside[q]][0] += ok
-                    starts[inside[q]][1] += 1
+                for ok, p, q in zip((best == t.vocab.column[torch.tensor(ids)[at]]).tolist(), sources, sources.values()):
+                    kinds = ["all"] + ["from_tool_results"] * inside[q] + ["respelt"] * (p in respelt)
+                    kinds += ["in_arguments"] * (ids[p - len(argument): p] == argument)
+                    for kind in kinds:
+                        starts[kind][0] += ok
+                        starts[kind][1] += 1
         copied = [t.copy_stage.batch_loss(f"measure/{args.seed}/{i}")[1] for i in range(args.copy_batches)]
     print(json.dumps({"step": t.step, "copy_step": t.copy_step, "heldout_sessions": min(args.sessions, len(heldout)),
                       "heldout_loss": round(sums[0] / sums[1], 4), "heldout_copy_loss": round(sums[2] / sums[3], 4),
                       "heldout_other_loss": round((sums[0] - sums[2]) / (sums[1] - sums[3]), 4),
-                      "heldout_copy_starts": starts[False][1] + starts[True][1],
-                      "heldout_copy_starts_right": round((starts[False][0] + starts[True][0])
-                                                         / max(1, starts[False][1] + starts[True][1]), 4),
-                      "heldout_copy_starts_from_tool_results": starts[True][1],
-                      "heldout_copy_starts_from_tool_results_right": round(starts[True][0]
-                                                                           / max(1, starts[True][1]), 4),
+                      **{f"heldout_copy_starts{'' if kind == 'all' else '_' + kind}{suffix}": value
+                         for kind, (right, count) in starts.items()
+                         for suffix, value in (("", count), ("_right", round(right / max(1, count), 4)))},
                       "copy_stage_copied": round(sum(copied) / len(copied), 4), "copy_filler": args.copy_filler,
                       "heldout_indexer_topk_mass": {str(s): round(m / max(1, n), 4) for s, (m, n) in sorted(mass.items())}}))
 
@@ -1068,6 +1196,9 @@ def add_train_arguments(t) -> None:
                    help="weight of the first token of each run of copied tokens (default: --copy-weight)")
     t.add_argument("--cued-mix", type=float, default=0,
                    help="each agent step also trains a cued, respaced copy batch (CuedCopies), its loss this weight")
+    t.add_argument("--argument-mix", type=float, default=0,
+                   help="each agent step also trains 8 variants of a respelt tool-call argument (ArgumentWords), "
+                        "their loss this weight")
     t.add_argument("--copy-rare", type=float, default=0.05,
                    help="an id in more than this share of the sessions is never a copied token")
     t.add_argument("--copy-filler", type=int, default=0,
