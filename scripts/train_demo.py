@@ -613,7 +613,7 @@ class ArgumentWords:
         tag = trainer.tokenizer.encode(' string="true">', add_special_tokens=False)
         close = trainer.tokenizer.encode("</", add_special_tokens=False)
         self.cases = []  # (session, p, end, q, role)
-        self.words = {}  # role: {(spaced ids, bare ids)}
+        self.words = {}  # role: the bare words it takes, then [(spaced ids, bare ids)] of them
         for k, (ids, answers) in enumerate(trainer.sessions):
             in_answer = [False] * len(ids)
             for b, e in answers:
