@@ -335,9 +335,7 @@ class CopiedTokens:
         """The copied positions (positions()), {each run's first position: where in ids its source
         starts (the latest earlier occurrence outside the answers)}, and the runs that a respelt word
         starts."""
-        in_answer = [False] * len(ids)
-        for b, e in answers:
-            in_answer[b:e] = [True] * (e - b)
+        in_answer = self.in_answers(ids, answers)
         latest, source, out = {}, {}, []  # id: its latest position outside the answers; p: that of ids[p]
         for p, i in enumerate(ids):
             if not in_answer[p]:
@@ -381,13 +379,25 @@ class CopiedTokens:
         end = p + 1
         while end < len(ids) and in_answer[end] and self.is_letters(ids[end]):
             end += 1
-        spaced = self.spaced_ids("".join(self.texts[i] for i in ids[p:end]))
+        spaced = self.spaced_ids(self.text(ids[p:end]))
         if all(i in self.common for i in spaced):  # " The": not a copy; " to"+"aster" is
             return None
         for q in range(p - len(spaced), -1, -1):
             if ids[q: q + len(spaced)] == spaced and not any(in_answer[q: q + len(spaced)]):
                 return end, q
         return None
+
+    @staticmethod
+    def in_answers(ids, answers):
+        """For each position of ids, whether it lies in one of the answers."""
+        in_answer = [False] * len(ids)
+        for b, e in answers:
+            in_answer[b:e] = [True] * (e - b)
+        return in_answer
+
+    def text(self, ids) -> str:
+        """The tokens' text as the tokenizer spells it (a leading space as "\u0120")."""
+        return "".join(self.texts[i] for i in ids)
 
     def is_letters(self, i) -> bool:
         return self.texts[i].isascii() and self.texts[i].isalpha()
@@ -615,9 +625,7 @@ class ArgumentWords:
         self.cases = []  # (session, p, end, q, role)
         self.words = {}  # role: the bare words it takes, then [(spaced ids, bare ids)] of them
         for k, (ids, answers) in enumerate(trainer.sessions):
-            in_answer = [False] * len(ids)
-            for b, e in answers:
-                in_answer[b:e] = [True] * (e - b)
+            in_answer = copied.in_answers(ids, answers)
             for p in range(self.role, len(ids)):
                 if ids[p - len(tag): p] != tag:
                     continue
@@ -628,13 +636,10 @@ class ArgumentWords:
                 role = tuple(ids[p - self.role: p])
                 self.cases.append((k, p, end, q, role))
                 self.words.setdefault(role, set()).add(tuple(ids[p:end]))
-        self.words = {role: [(copied.spaced_ids(self.text(bare)), list(bare)) for bare in sorted(words)]
+        self.words = {role: [(copied.spaced_ids(copied.text(bare)), list(bare)) for bare in sorted(words)]
                       for role, words in self.words.items()}
         trainer.say(f"ArgumentWords: {len(self.cases)} arguments, "
                     + ", ".join(f"{len(w)} words" for w in self.words.values()))
-
-    def text(self, ids) -> str:
-        return "".join(self.trainer.copied.texts[i] for i in ids)
 
     def loss(self, seed: str):
         """The variants' mean answer loss per target (with its graph)."""
@@ -642,7 +647,7 @@ class ArgumentWords:
         rng = random.Random(seed)
         k, p, end, q, role = rng.choice(self.cases)
         ids, answers = t.sessions[k]
-        spaced = t.copied.spaced_ids(self.text(ids[p:end]))
+        spaced = t.copied.spaced_ids(t.copied.text(ids[p:end]))
         b = max(b for b, _ in answers if b <= p)  # the answer the argument lies in (after q)
         group = []
         for new_spaced, new_bare in rng.sample(self.words[role], min(self.variants, len(self.words[role]))):
