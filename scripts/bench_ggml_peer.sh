@@ -9,13 +9,16 @@
 #   scripts/bench_ggml_peer.sh [GGML_SRC] [--rows 14336] [--cols 4096] [--m 1,512]
 #       [--types f32,bf16,q8_0,mxfp4] [--threads 2] [--buffer plain|repack|both] [--repetitions 3]
 #       [--backend-ops | --backend-ops-only] [--build-dir /tmp/ggml-peer-build] [--no-build]
+#       [--isa native|avx2]
 #   GGML_SRC may also come from the environment. Example, next to hippo's own run:
 #     git clone https://github.com/ggml-org/ggml /work/peers/ggml
 #     scripts/bench_ggml_peer.sh /work/peers/ggml --m 1,512 --threads 2 > /tmp/ggml_peer.jsonl
 #     build/release/hippo bench kernels --m 1,512 --threads 2 --json > /tmp/hippo_kernels.json
 #
 # Build: CMake, Release, CPU backend only, -DGGML_NATIVE=ON (the build machine's own ISA, as hippo
-# dispatches at run time), ggml's tests on, only the targets test-backend-ops and ggml-peer-bench
+# dispatches at run time; --isa avx2 builds ggml's AVX2 + FMA + F16C kernels and no AVX-512 instead,
+# the peer of `hippo bench kernels --isa avx2` on an AVX-512 machine: give it its own --build-dir),
+# ggml's tests on, only the targets test-backend-ops and ggml-peer-bench
 # (scripts/ggml_peer/, a wrapper project that adds GGML_SRC as a subproject).
 #
 # Measurement: scripts/ggml_peer/ggml_peer_bench.cpp times one ggml_mul_mat per call, W [rows, cols]
@@ -44,7 +47,7 @@ here=$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)
 src=${GGML_SRC:-}
 build=/tmp/ggml-peer-build
 rows=14336 cols=4096 ms=1,512 types=f32,bf16,q8_0,mxfp4 threads=2 buffer=plain repetitions=3
-backend_ops=0 do_build=1 peer_bench=1
+backend_ops=0 do_build=1 peer_bench=1 isa=native
 
 usage() { sed -n '2,/^set -euo/p' "${BASH_SOURCE[0]}" | sed '$d' | sed 's/^# \{0,1\}//'; }
 
@@ -61,6 +64,7 @@ while [[ $# -gt 0 ]]; do
     --backend-ops) backend_ops=1; shift ;;
     --backend-ops-only) backend_ops=1 peer_bench=0; shift ;;
     --no-build) do_build=0; shift ;;
+    --isa) isa=$2; shift 2 ;;
     -h|--help) usage; exit 0 ;;
     -*) echo "bench_ggml_peer.sh: unknown option $1" >&2; exit 2 ;;
     *) src=$1; shift ;;
@@ -86,11 +90,19 @@ commit=$(git -C "$src" rev-parse HEAD 2>/dev/null || true)
 [[ -z $commit && -f $src/GGML_COMMIT ]] && commit=$(tr -d '[:space:]' < "$src/GGML_COMMIT")
 [[ -z $commit ]] && commit=${GGML_COMMIT_SHA:-unknown}
 
+case $isa in
+  native) isa_flags=(-DGGML_NATIVE=ON) ;;
+  avx2) isa_flags=(-DGGML_NATIVE=OFF -DGGML_AVX=ON -DGGML_AVX2=ON -DGGML_FMA=ON -DGGML_F16C=ON -DGGML_BMI2=ON
+                   -DGGML_AVX512=OFF -DGGML_AVX512_VBMI=OFF -DGGML_AVX512_VNNI=OFF -DGGML_AVX512_BF16=OFF
+                   -DGGML_AVX_VNNI=OFF -DGGML_AMX_TILE=OFF -DGGML_AMX_INT8=OFF -DGGML_AMX_BF16=OFF) ;;
+  *) echo "bench_ggml_peer.sh: --isa is native or avx2" >&2; exit 2 ;;
+esac
+
 if [[ $do_build == 1 ]]; then
   generator=()
   command -v ninja >/dev/null && generator=(-G Ninja)
   cmake -S "$here/ggml_peer" -B "$build" "${generator[@]}" -DCMAKE_BUILD_TYPE=Release -DGGML_SRC="$src" \
-    -DGGML_NATIVE=ON -DGGML_BUILD_TESTS=ON -DGGML_BUILD_EXAMPLES=OFF -DGGML_CUDA=OFF -DGGML_HIP=OFF \
+    "${isa_flags[@]}" -DGGML_BUILD_TESTS=ON -DGGML_BUILD_EXAMPLES=OFF -DGGML_CUDA=OFF -DGGML_HIP=OFF \
     -DGGML_VULKAN=OFF -DGGML_METAL=OFF -DGGML_OPENCL=OFF -DGGML_SYCL=OFF -DGGML_BACKEND_DL=OFF >&2
   cmake --build "$build" --target test-backend-ops ggml-peer-bench -j "$(nproc)" >&2
 fi

@@ -568,19 +568,25 @@ struct Simd {
   static constexpr int kDotRows = static_cast<int>(
       std::bit_floor(MR == 1 ? std::max(1u, (Lanes ? 4u : 8u) / kV) : std::max(1u, (W == 16 ? 16u : 8u) / (MR * kV))));
 
-  // NR rows of W (fewer at the end) against rows 0 .. MA of x, then the same rows of W (now in
-  // L1) against rows MA .. MA + MB: up to 8 rows of x read the weights from memory once.
-  template <WeightFormat F, bool Scalar, int MA, int MB, int NR, bool Lanes>
+  // Rows of x per pass over a group's weight rows (decode_format): 4, whose accumulators fill half
+  // of AVX-512's registers. AVX2 (16 registers) gets half as many weight rows per step, and for F32
+  // and BF16, whose decode is a load, passes of 2: their x rows then stay in the L1 (four rows of
+  // 16 KB at k = 4096 do not); FP8 and FP4 keep 4, where each pass decodes the weights again.
+  template <WeightFormat F>
+  static constexpr int kPassRows = W == 8 && (F == WeightFormat::kF32 || F == WeightFormat::kBF16) ? 2 : 4;
+
+  // NR rows of W (fewer at the end) against the MR rows of x, kPassRows at a time: the first pass
+  // reads the weights from memory, the later ones from the L1 (up to 8 rows of x read them once).
+  template <WeightFormat F, bool Scalar, int MR, int NR, bool Lanes>
   HIPPO_LINEAR_TARGET static void dot_group(int nr, const float* x, const float* xs, const float* x_tail,
-                                            const WeightView& w, std::int64_t r0, const LinearOut& y,
-                                            const LinearOut& y_b) {
+                                            const WeightView& w, std::int64_t r0, const LinearOut& y) {
+    constexpr int MA = std::min(MR, kPassRows<F>);
     if (nr == NR) dot_rows<F, Scalar, MA, NR, Lanes>(x, xs, x_tail, w, r0, y);
     else dot_rows_tail<F, Scalar, MA, NR - 1, Lanes>(nr, x, xs, x_tail, w, r0, y);
-    if constexpr (MB > 0) {
-      const float* x_b = x + MA * w.cols;
-      const float* xs_b = xs != nullptr ? xs + MA * w.cols : nullptr;
-      if (nr == NR) dot_rows<F, Scalar, MB, NR, Lanes>(x_b, xs_b, x_tail + MA * 16, w, r0, y_b);
-      else dot_rows_tail<F, Scalar, MB, NR - 1, Lanes>(nr, x_b, xs_b, x_tail + MA * 16, w, r0, y_b);
+    if constexpr (MR > MA) {
+      const LinearOut y_b = y.rows != nullptr ? LinearOut{nullptr, y.rows + MA} : LinearOut{y.y + MA * w.rows, nullptr};
+      dot_group<F, Scalar, MR - MA, NR, Lanes>(nr, x + MA * w.cols, xs != nullptr ? xs + MA * w.cols : nullptr,
+                                               x_tail + MA * 16, w, r0, y_b);
     }
   }
 
@@ -615,11 +621,10 @@ struct Simd {
 
   template <WeightFormat F, bool Scalar, int MR, bool Lanes = false>
   HIPPO_LINEAR_TARGET static void decode_format(const float* x, const WeightView& w, const LinearOut& y, ThreadPool& pool) {
-    constexpr int MA = std::min(MR, 4), MB = MR - MA, NR = kDotRows<MA, Lanes>;
+    constexpr int NR = kDotRows<std::min(MR, kPassRows<F>), Lanes>;
     const std::int64_t k = w.cols, full = k / 16 * 16;
     alignas(64) float x_tail[MR * 16] = {};
     for (int i = 0; i < MR; ++i) std::copy(x + i * k + full, x + (i + 1) * k, x_tail + 16 * i);
-    const LinearOut y_b = y.rows != nullptr ? LinearOut{nullptr, y.rows + MA} : LinearOut{y.y + MA * w.rows, nullptr};
     const std::int64_t groups = (w.rows + NR - 1) / NR;
     pool.parallel_for(groups, [&](std::int64_t g0, std::int64_t g1) {
       if constexpr (F == WeightFormat::kFp8Block && !Scalar) {
@@ -637,13 +642,13 @@ struct Simd {
             block = g * NR / w.block;
             exact = scale_x_fp8(x, MR, w, tables, block, scaled.data());
           }
-          if (exact) dot_group<F, false, MA, MB, NR, false>(nr, x, scaled.data(), x_tail, w, g * NR, y, y_b);
-          else dot_group<F, true, MA, MB, NR, false>(nr, x, nullptr, x_tail, w, g * NR, y, y_b);
+          if (exact) dot_group<F, false, MR, NR, false>(nr, x, scaled.data(), x_tail, w, g * NR, y);
+          else dot_group<F, true, MR, NR, false>(nr, x, nullptr, x_tail, w, g * NR, y);
         }
       } else {
         for (std::int64_t g = g0; g < g1; ++g) {
           const int nr = static_cast<int>(std::min<std::int64_t>(NR, w.rows - g * NR));
-          dot_group<F, Scalar, MA, MB, NR, Lanes>(nr, x, nullptr, x_tail, w, g * NR, y, y_b);
+          dot_group<F, Scalar, MR, NR, Lanes>(nr, x, nullptr, x_tail, w, g * NR, y);
         }
       }
     });
