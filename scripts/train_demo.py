@@ -604,26 +604,54 @@ class CuedCopies:
         return loss, right[:, 0].float().mean().item(), right.float().mean().item()
 
 
-class ArgumentWords:
-    """--argument-mix W: each step, one training session whose tool call has a one-word string
-    argument that respells a word of the user's turn (CopiedTokens.respelt: "th"+"under" for
-    " thunder", the search word), in 8 variants, each with another word that this parameter takes
-    in the training split put in both places, the session cut after the argument; its answer loss
-    (answer_loss, per target) weighted by W. The corpus has about one such argument per step;
-    this gives the model eight more, each word in a question it was not asked in, so that what it
-    learns is to find and respell the word rather than which word a question holds. The variants
-    share the session up to the word, which runs once (group_loss)."""
+class RespeltVariants:
+    """Variants of the corpus' respelt words (CopiedTokens.respelt: "th"+"under" written for
+    " thunder"): each case is a training session with a respelt word at p (ids[p:end], its spaced
+    source at q) and a key that says which words may stand there (`words[key]`: [(spaced ids, bare
+    ids)]); a step takes one case and puts 8 of its key's words in both places, the session cut two
+    ids after the word, so that what the model learns is to find and respell the word rather than
+    which word a question holds. The variants share the session up to the word, which runs once
+    (group_loss); the loss is their answer loss (answer_loss) per target."""
 
     variants = 8
-    role = 8  # a parameter is told by the ids before its value: `parameter name="text" string="true">`
 
     def __init__(self, trainer):
         self.trainer = trainer
+        self.cases = []  # (session, p, end, q, key)
+        self.words = {}  # key: [(spaced ids, bare ids)]
+
+    def loss(self, seed: str):
+        """The variants' mean answer loss per target (with its graph)."""
+        t = self.trainer
+        rng = random.Random(seed)
+        k, p, end, q, key = rng.choice(self.cases)
+        ids, answers = t.sessions[k]
+        spaced = t.copied.spaced_ids(t.copied.text(ids[p:end]))
+        b = max(b for b, _ in answers if b <= p)  # the answer the word lies in (after q)
+        group = []
+        for new_spaced, new_bare in rng.sample(self.words[key], min(self.variants, len(self.words[key]))):
+            head = ids[:q] + new_spaced + ids[q + len(spaced): p]
+            cut = head + new_bare + ids[end: end + 2]
+            group.append((cut, [[b + len(head) - p, len(cut)]]))
+        loss, _ = t.group_loss(group)
+        t.take_indexer_chunks()  # the distillation learns from the corpus' batches only
+        return loss / sum(e - b for _, answers in group for b, e in answers)
+
+
+class ArgumentWords(RespeltVariants):
+    """--argument-mix W: a tool call's one-word string argument that respells a word of the user's
+    turn (the search word, a memory value), with the words this parameter takes in the *training*
+    split (held-out words are never taught as arguments). The corpus has about one such argument
+    per step; this gives the model eight more, each word in a question it was not asked in."""
+
+    role = 8  # a parameter is told by the ids before its value: `parameter name="text" string="true">`
+
+    def __init__(self, trainer):
+        super().__init__(trainer)
         copied = trainer.copied
         tag = trainer.tokenizer.encode(' string="true">', add_special_tokens=False)
         close = trainer.tokenizer.encode("</", add_special_tokens=False)
-        self.cases = []  # (session, p, end, q, role)
-        self.words = {}  # role: the bare words it takes, then [(spaced ids, bare ids)] of them
+        words = {}  # role: the bare words it takes
         for k, (ids, answers) in enumerate(trainer.sessions):
             in_answer = copied.in_answers(ids, answers)
             for p in range(self.role, len(ids)):
@@ -635,28 +663,33 @@ class ArgumentWords:
                 end, q = found
                 role = tuple(ids[p - self.role: p])
                 self.cases.append((k, p, end, q, role))
-                self.words.setdefault(role, set()).add(tuple(ids[p:end]))
-        self.words = {role: [(copied.spaced_ids(copied.text(bare)), list(bare)) for bare in sorted(words)]
-                      for role, words in self.words.items()}
+                words.setdefault(role, set()).add(tuple(ids[p:end]))
+        self.words = {role: [(copied.spaced_ids(copied.text(bare)), list(bare)) for bare in sorted(bare_words)]
+                      for role, bare_words in words.items()}
         trainer.say(f"ArgumentWords: {len(self.cases)} arguments, "
                     + ", ".join(f"{len(w)} words" for w in self.words.values()))
 
-    def loss(self, seed: str):
-        """The variants' mean answer loss per target (with its graph)."""
-        t = self.trainer
-        rng = random.Random(seed)
-        k, p, end, q, role = rng.choice(self.cases)
-        ids, answers = t.sessions[k]
-        spaced = t.copied.spaced_ids(t.copied.text(ids[p:end]))
-        b = max(b for b, _ in answers if b <= p)  # the answer the argument lies in (after q)
-        group = []
-        for new_spaced, new_bare in rng.sample(self.words[role], min(self.variants, len(self.words[role]))):
-            head = ids[:q] + new_spaced + ids[q + len(spaced): p]
-            cut = head + new_bare + ids[end: end + 2]
-            group.append((cut, [[b + len(head) - p, len(cut)]]))
-        loss, _ = t.group_loss(group)
-        t.take_indexer_chunks()  # the distillation learns from the corpus' batches only
-        return loss / sum(e - b for _, answers in group for b, e in answers)
+
+class PassageFirstWords(RespeltVariants):
+    """--first-word-mix W: a copy task's answer that starts with a respelt word (the passage after
+    "Copy:", "Say back to me:" ...), with any word that starts such a passage in the training corpus
+    in its place. Copy passages draw every word that a task of either split may write
+    (gen_agent_corpus.PASSAGE_ATOMS), so this is where the model may learn to write a held-out word
+    bare in an answer: what ArgumentWords teaches for the training split's words, this teaches for all."""
+
+    def __init__(self, trainer):
+        super().__init__(trainer)
+        copied = trainer.copied
+        words = set()
+        for k, (ids, answers) in enumerate(trainer.sessions):
+            in_answer = copied.in_answers(ids, answers)
+            for b, _ in answers:
+                found = copied.respelt_at(ids, in_answer, b)
+                if found is not None and copied.texts[ids[found[1] - 1]].endswith(":"):
+                    self.cases.append((k, b, *found, "passage"))
+                    words.add(tuple(ids[b:found[0]]))
+        self.words = {"passage": [(copied.spaced_ids(copied.text(bare)), list(bare)) for bare in sorted(words)]}
+        trainer.say(f"PassageFirstWords: {len(self.cases)} passages, {len(words)} words")
 
 
 class Trainer:
@@ -705,6 +738,7 @@ class Trainer:
         self.copy_stage = CopyStage(self)
         self.cued_copies = CuedCopies(self) if args.cued_mix > 0 else None
         self.argument_words = ArgumentWords(self) if args.argument_mix > 0 else None
+        self.first_words = PassageFirstWords(self) if args.first_word_mix > 0 else None
         saved = saved_state(self.run, self.vocab.ids)
         if saved is not None:
             tied = bool(saved["args"].get("tie_head"))
@@ -886,12 +920,14 @@ class Trainer:
     def new_window():
         return {"loss": 0.0, "targets": 0, "tokens": 0, "t": time.time(), "copied": 0.0, "copy_batches": 0,
                 "copy_loss": 0.0, "copy_targets": 0, "indexer_kl": 0.0, "indexer_rows": 0,
-                "cued_first": 0.0, "cued_copied": 0.0, "cued_batches": 0, "argument_loss": 0.0, "argument_batches": 0}
+                "cued_first": 0.0, "cued_copied": 0.0, "cued_batches": 0, "argument_loss": 0.0, "argument_batches": 0,
+                "first_word_loss": 0.0, "first_word_batches": 0}
 
     def take_step(self, window):
         """A batch of sessions until --batch-tokens, its answer loss backward; with --copy-mix W,
         also a copy stage batch, its loss weighted by W (the agent stage alone unlearns copying); with
-        --cued-mix W, a CuedCopies batch the same way, and with --argument-mix W ArgumentWords'."""
+        --cued-mix W, a CuedCopies batch the same way, with --argument-mix W ArgumentWords' and with
+        --first-word-mix W PassageFirstWords'."""
         a = self.args
         if a.copy_mix > 0:
             loss, copied = self.copy_stage.batch_loss(f"copy-mix/{a.seed}/{self.step}")
@@ -909,6 +945,11 @@ class Trainer:
             (a.argument_mix * loss).backward()
             window["argument_loss"] += loss.item()
             window["argument_batches"] += 1
+        if self.first_words is not None:
+            loss = self.first_words.loss(f"first-word/{a.seed}/{self.step}")
+            (a.first_word_mix * loss).backward()
+            window["first_word_loss"] += loss.item()
+            window["first_word_batches"] += 1
         batch, n_tokens = [], 0
         while n_tokens < a.batch_tokens:
             batch.append(self.next_session())
@@ -954,6 +995,9 @@ class Trainer:
         if window["argument_batches"]:
             entry["argument_loss"] = round(window["argument_loss"] / window["argument_batches"], 4)
             copied += f"  argument loss {entry['argument_loss']:.3f}"
+        if window["first_word_batches"]:
+            entry["first_word_loss"] = round(window["first_word_loss"] / window["first_word_batches"], 4)
+            copied += f"  first word loss {entry['first_word_loss']:.3f}"
         eta = (a.steps - self.step) * (now - window["t"]) / a.log_every / 60
         return entry, (f"step {self.step}/{a.steps}  loss {entry['loss']:.4f}  copy loss {entry['copy_loss']:.3f}"
                        f"{copied}{indexer}  {rate:.0f} tokens/s  "
@@ -1204,6 +1248,9 @@ def add_train_arguments(t) -> None:
     t.add_argument("--argument-mix", type=float, default=0,
                    help="each agent step also trains 8 variants of a respelt tool-call argument (ArgumentWords), "
                         "their loss this weight")
+    t.add_argument("--first-word-mix", type=float, default=0,
+                   help="each agent step also trains 8 variants of a copy answer's respelt first word, any "
+                        "one-word passage atom of either split (PassageFirstWords), their loss this weight")
     t.add_argument("--copy-rare", type=float, default=0.05,
                    help="an id in more than this share of the sessions is never a copied token")
     t.add_argument("--copy-filler", type=int, default=0,
