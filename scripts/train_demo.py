@@ -1010,8 +1010,8 @@ def measure(args) -> None:
     corpus' counts); the share of copied runs whose first token is the argmax (teacher-forced: the
     token that greedy decoding must get right to start a copy, which the loss hides among the easy
     rest of the run), also apart for the runs whose source lies in a tool result (where the agent
-    quotes what its tool returned), for those a respelt word starts (CopiedTokens) and for those that
-    start a tool call's string argument; and the share of copied ids it gets right on --copy-batches
+    quotes what its tool returned), for those a respelt word starts (CopiedTokens), for those that
+    start a tool call's string argument, and for the respelt ones among those; and the share of copied ids it gets right on --copy-batches
     seeded copy-stage batches (seeds of their own, none a training step's)."""
     import torch
     from transformers import DynamicCache
@@ -1025,7 +1025,7 @@ def measure(args) -> None:
     sums = [0.0, 0.0, 0.0, 0]  # all answer tokens' loss, their count, the copied ones' loss, their count
     tags = [t.tokenizer.encode(tag, add_special_tokens=False) for tag in ("<tool_result>", "</tool_result>")]
     argument = t.tokenizer.encode(' string="true">', add_special_tokens=False)  # a DSML string argument's start
-    starts = {kind: [0, 0] for kind in ("all", "from_tool_results", "respelt", "in_arguments")}  # [right, count]
+    starts = {kind: [0, 0] for kind in ("all", "from_tool_results", "respelt", "in_arguments", "respelt_in_arguments")}
     with torch.no_grad():
         for ids, answers in heldout[: args.sessions]:
             hidden = t.forward(ids, 0, DynamicCache(config=t.model.config))
@@ -1042,7 +1042,8 @@ def measure(args) -> None:
                 inside = CopiedTokens.inside_tool_results(ids, *tags)
                 for ok, p, q in zip((best == t.vocab.column[torch.tensor(ids)[at]]).tolist(), sources, sources.values()):
                     kinds = ["all"] + ["from_tool_results"] * inside[q] + ["respelt"] * (p in respelt)
-                    kinds += ["in_arguments"] * (ids[p - len(argument): p] == argument)
+                    in_argument = ids[p - len(argument): p] == argument
+                    kinds += ["in_arguments"] * in_argument + ["respelt_in_arguments"] * (in_argument and p in respelt)
                     for kind in kinds:
                         starts[kind][0] += ok
                         starts[kind][1] += 1
