@@ -197,7 +197,7 @@ TEST_CASE("the bit-identical invariant holds for every ISA, format and path", "[
   }
 }
 
-// Every height of the decode kernel (m = 1 .. 8: one pass over x's rows, or two over the same
+// Every height of the decode kernel (m = 1 .. 8: one pass over x's rows, or several over the same
 // weight rows) and the first of the prefill kernel (m = 9) give each row what it gets alone.
 TEST_CASE("the decode kernel's every height equals each row alone", "[linear]") {
   std::mt19937 rng(13);
