@@ -561,9 +561,9 @@ struct Simd {
   // Weight rows per decode step (a power of two: FP8 groups stay inside a scale block). One row of
   // x: about 8 accumulator vectors (the FMA latency times the FMA ports), so that the chains hide
   // one another's latency; lane-ordered FP4 on AVX-512, bound by its permutes, runs fewer streams
-  // at once faster: half as many (AVX2, whose lookup is four instructions, keeps 8). More rows of x: as many accumulators as the registers hold (16 of
-  // AVX-512's 32), since every step loads each row of x once for all NR weight rows, and x (16 KB
-  // per row at k = 4096) falls out of the L1.
+  // at once faster: half as many (AVX2, whose lookup is four instructions, keeps 8). More rows of
+  // x: as many accumulators as the registers hold (16 of AVX-512's 32), since every step loads each
+  // row of x once for all NR weight rows, and x (16 KB per row at k = 4096) falls out of the L1.
   template <int MR, bool Lanes>
   static constexpr int kDotRows = static_cast<int>(
       std::bit_floor(MR == 1 ? std::max(1u, (Lanes && W == 16 ? 4u : 8u) / kV) : std::max(1u, (W == 16 ? 16u : 8u) / (MR * kV))));
