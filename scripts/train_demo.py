@@ -620,6 +620,11 @@ class RespeltVariants:
         self.cases = []  # (session, p, end, q, key)
         self.words = {}  # key: [(spaced ids, bare ids)]
 
+    def pairs(self, bare_words):
+        """[(spaced ids, bare ids)] of these bare words (tuples of ids), in a fixed order."""
+        copied = self.trainer.copied
+        return [(copied.spaced_ids(copied.text(bare)), list(bare)) for bare in sorted(bare_words)]
+
     def loss(self, seed: str):
         """The variants' mean answer loss per target (with its graph)."""
         t = self.trainer
@@ -664,8 +669,7 @@ class ArgumentWords(RespeltVariants):
                 role = tuple(ids[p - self.role: p])
                 self.cases.append((k, p, end, q, role))
                 words.setdefault(role, set()).add(tuple(ids[p:end]))
-        self.words = {role: [(copied.spaced_ids(copied.text(bare)), list(bare)) for bare in sorted(bare_words)]
-                      for role, bare_words in words.items()}
+        self.words = {role: self.pairs(bare_words) for role, bare_words in words.items()}
         trainer.say(f"ArgumentWords: {len(self.cases)} arguments, "
                     + ", ".join(f"{len(w)} words" for w in self.words.values()))
 
@@ -688,7 +692,7 @@ class PassageFirstWords(RespeltVariants):
                 if found is not None and copied.texts[ids[found[1] - 1]].endswith(":"):
                     self.cases.append((k, b, *found, "passage"))
                     words.add(tuple(ids[b:found[0]]))
-        self.words = {"passage": [(copied.spaced_ids(copied.text(bare)), list(bare)) for bare in sorted(words)]}
+        self.words = {"passage": self.pairs(words)}
         trainer.say(f"PassageFirstWords: {len(self.cases)} passages, {len(words)} words")
 
 
@@ -737,8 +741,10 @@ class Trainer:
         self.copy_step = 0  # steps of the copy stage done (CopyStage)
         self.copy_stage = CopyStage(self)
         self.cued_copies = CuedCopies(self) if args.cued_mix > 0 else None
-        self.argument_words = ArgumentWords(self) if args.argument_mix > 0 else None
-        self.first_words = PassageFirstWords(self) if args.first_word_mix > 0 else None
+        # RespeltVariants mixes: (name in the log, variants, weight)
+        self.variant_mixes = [(name, kind(self), weight) for name, kind, weight in
+                              (("argument", ArgumentWords, args.argument_mix),
+                               ("first_word", PassageFirstWords, args.first_word_mix)) if weight > 0]
         saved = saved_state(self.run, self.vocab.ids)
         if saved is not None:
             tied = bool(saved["args"].get("tie_head"))
@@ -940,16 +946,11 @@ class Trainer:
             window["cued_first"] += first
             window["cued_copied"] += copied
             window["cued_batches"] += 1
-        if self.argument_words is not None:
-            loss = self.argument_words.loss(f"argument/{a.seed}/{self.step}")
-            (a.argument_mix * loss).backward()
-            window["argument_loss"] += loss.item()
-            window["argument_batches"] += 1
-        if self.first_words is not None:
-            loss = self.first_words.loss(f"first-word/{a.seed}/{self.step}")
-            (a.first_word_mix * loss).backward()
-            window["first_word_loss"] += loss.item()
-            window["first_word_batches"] += 1
+        for name, variants, weight in self.variant_mixes:
+            loss = variants.loss(f"{name.replace('_', '-')}/{a.seed}/{self.step}")
+            (weight * loss).backward()
+            window[f"{name}_loss"] += loss.item()
+            window[f"{name}_batches"] += 1
         batch, n_tokens = [], 0
         while n_tokens < a.batch_tokens:
             batch.append(self.next_session())
@@ -992,12 +993,10 @@ class Trainer:
             entry["cued_first"] = round(window["cued_first"] / k, 4)
             entry["cued_copied"] = round(window["cued_copied"] / k, 4)
             copied += f"  cued first {entry['cued_first']:.2f} all {entry['cued_copied']:.2f}"
-        if window["argument_batches"]:
-            entry["argument_loss"] = round(window["argument_loss"] / window["argument_batches"], 4)
-            copied += f"  argument loss {entry['argument_loss']:.3f}"
-        if window["first_word_batches"]:
-            entry["first_word_loss"] = round(window["first_word_loss"] / window["first_word_batches"], 4)
-            copied += f"  first word loss {entry['first_word_loss']:.3f}"
+        for name, _, _ in self.variant_mixes:
+            if window[f"{name}_batches"]:
+                entry[f"{name}_loss"] = round(window[f"{name}_loss"] / window[f"{name}_batches"], 4)
+                copied += f"  {name.replace('_', ' ')} loss {entry[f'{name}_loss']:.3f}"
         eta = (a.steps - self.step) * (now - window["t"]) / a.log_every / 60
         return entry, (f"step {self.step}/{a.steps}  loss {entry['loss']:.4f}  copy loss {entry['copy_loss']:.3f}"
                        f"{copied}{indexer}  {rate:.0f} tokens/s  "
@@ -1011,8 +1010,9 @@ def measure(args) -> None:
     token that greedy decoding must get right to start a copy, which the loss hides among the easy
     rest of the run), also apart for the runs whose source lies in a tool result (where the agent
     quotes what its tool returned), for those a respelt word starts (CopiedTokens), for those that
-    start a tool call's string argument, and for the respelt ones among those; and the share of copied ids it gets right on --copy-batches
-    seeded copy-stage batches (seeds of their own, none a training step's)."""
+    start a tool call's string argument, and for the respelt ones among those; and the share of
+    copied ids it gets right on --copy-batches seeded copy-stage batches (seeds of their own, none a
+    training step's)."""
     import torch
     from transformers import DynamicCache
 
