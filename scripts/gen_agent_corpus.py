@@ -3,7 +3,7 @@
 reproducible, rendered to token ids by the `hippo` binary itself.
 
     .venv/bin/python scripts/gen_agent_corpus.py --seed 1 --sessions 20000 --out DIR \\
-        [--hippo build/release/hippo] [--tokenizer .cache/deepseek-v4-tokenizer]
+        [--extra-words N] [--hippo build/release/hippo] [--tokenizer .cache/deepseek-v4-tokenizer]
 
 writes, for each split (train, heldout):
   DIR/{split}.jsonl         one session per line, a chat completions request whose messages end
@@ -37,6 +37,13 @@ asks nothing that a training task asked. The tokens themselves are shared: copy 
 splits draw on every name, word, key and number, so the model learns to read and write each token
 it will meet. The corpus checks this: every token of a held-out answer also occurs in a training
 answer (a token that never does has an untrained head row and cannot be written).
+
+With --extra-words N, the training split's tasks also search for, and remember and copy, N more words
+and N / 4 more names (vocabulary_words), which the held-out split never uses: with a few hundred
+words in these slots the model learnt the training split's words and wrote one of them for a
+held-out word it should have copied; among thousands no guess pays, only the copy (what that did:
+docs/BENCHMARKS.md). The held-out split is unchanged (byte for byte), so held-out figures stay
+comparable; without the option the corpus is the same as before it existed.
 """
 from __future__ import annotations
 
@@ -155,6 +162,40 @@ PASSAGE_ATOMS = NAMES + WORDS + FACT_KEYS + COLOURS
 CODE_LETTERS = "ABCDEFGHKMNPRSTXZ"
 
 
+DICTIONARY = Path("/usr/share/dict/words")  # Debian's wamerican (scripts/setup installs it)
+
+
+def vocabulary_words(tokenizer_dir: str, n_words: int, n_names: int) -> tuple[list[str], list[str]]:
+    """--extra-words: n_words lowercase words and n_names capitalised ones for the training split
+    alone: dictionary words (DICTIONARY) that the tokenizer holds as one id after a space and writes
+    bare in at most three ids, five to nine letters, no atom of either split, in the tokenizer's
+    order (about its merge order) past the 300 commonest such words (which, their, about ...)."""
+    from tokenizers import Tokenizer
+
+    if not DICTIONARY.is_file():
+        raise SystemExit(f"gen_agent_corpus: --extra-words needs {DICTIONARY} (apt-get install wamerican)")
+    dictionary = set(DICTIONARY.read_text().split())
+    path = Path(tokenizer_dir) / "tokenizer.json"
+    tokenizer = Tokenizer.from_file(str(path))
+    vocab = json.loads(path.read_text())["model"]["vocab"]
+    taken = {w.lower() for atom in PASSAGE_ATOMS for w in atom.replace("'", " ").split()}
+    words, names = [], []
+    for token, _ in sorted(vocab.items(), key=lambda item: item[1]):
+        w = token[1:]
+        if not (token.startswith("\u0120") and w.isascii() and w.isalpha() and 5 <= len(w) <= 9):
+            continue
+        if w.lower() in taken or w not in dictionary or len(tokenizer.encode(w, add_special_tokens=False).ids) > 3:
+            continue
+        if w.islower():
+            words.append(w)
+        elif w[0].isupper() and w[1:].islower():
+            names.append(w)
+    words, names = words[300: 300 + n_words], names[:n_names]
+    if len(words) < n_words or len(names) < n_names:
+        raise SystemExit(f"gen_agent_corpus: only {len(words)} words and {len(names)} names qualify")
+    return words, names
+
+
 def file_name(rng):
     a, b = rng.choice(WORDS), rng.choice(WORDS)
     return f"{rng.choice(FOLDERS)}{a}{rng.choice(['-', '_'])}{b}.{rng.choice(EXTENSIONS)}"
@@ -213,11 +254,14 @@ class Session:
 
 
 class Generator:
-    def __init__(self, seed: int, split: str):
+    def __init__(self, seed: int, split: str, extra: tuple[list[str], list[str]] = ([], [])):
+        """extra: vocabulary_words' words and names, added to the training split's."""
         self.rng = random.Random(f"{seed}/{split}")
         self.split = split
-        self.names = pool(NAMES, split)
-        self.words = pool(WORDS, split)
+        extra_words, extra_names = extra if split == "train" else ([], [])
+        self.names = pool(NAMES, split) + extra_names
+        self.words = pool(WORDS, split) + extra_words
+        self.extra_atoms = extra_words + extra_names
         self.keys = pool(FACT_KEYS, split)
         self.files = self._file_names()
 
@@ -396,7 +440,11 @@ class Generator:
 
     def passage(self, n):
         rng = self.rng
-        makers = [lambda: rng.choice(PASSAGE_ATOMS)] * 6 + [self.number, lambda: file_name(rng), lambda: code(rng)]
+        # The extra atoms take a third of the words, so that every atom of both splits still starts
+        # many a training passage (where the held-out words' bare spelling is learnt).
+        atoms = [lambda: rng.choice(PASSAGE_ATOMS)] * (4 if self.extra_atoms else 6)
+        extras = [lambda: rng.choice(self.extra_atoms)] * (2 if self.extra_atoms else 0)
+        makers = atoms + extras + [self.number, lambda: file_name(rng), lambda: code(rng)]
         return " ".join(rng.choice(makers)() for _ in range(n))
 
     def task_copy(self, s: Session):
@@ -501,12 +549,16 @@ def main(argv=None):
     parser.add_argument("--out", type=Path, required=True)
     parser.add_argument("--hippo", default=str(ROOT / "build/release/hippo"))
     parser.add_argument("--tokenizer", default=str(ROOT / ".cache/deepseek-v4-tokenizer"))
+    parser.add_argument("--extra-words", type=int, default=0,
+                        help="the training split also uses this many more words and a quarter as many names "
+                             "(vocabulary_words)")
     args = parser.parse_args(argv)
     args.out.mkdir(parents=True, exist_ok=True)
-    manifest = {"seed": args.seed, "splits": {}}
+    extra = vocabulary_words(args.tokenizer, args.extra_words, args.extra_words // 4) if args.extra_words else ([], [])
+    manifest = {"seed": args.seed, "extra_words": args.extra_words, "splits": {}}
     answer_ids = {}
     for split, n in (("train", args.sessions), ("heldout", max(args.sessions // 10, 100))):
-        gen = Generator(args.seed, split)
+        gen = Generator(args.seed, split, extra)
         requests_path = args.out / f"{split}.jsonl"
         with open(requests_path, "w") as f:
             for _ in range(n):
