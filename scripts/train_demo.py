@@ -514,17 +514,18 @@ def write_state(run: Path, state: dict) -> None:
     os.replace(str(path) + ".partial", path)
 
 
-def saved_state(run: Path, used: list[int]):
+def saved_state(run: Path, used: list[int], new_corpus: bool = False):
     """The run's state.pt, or None before its first save; an error if it was trained on a corpus
-    that uses other ids."""
+    that uses other ids, unless new_corpus and this corpus uses every id it did."""
     import torch
 
     state = run / "state.pt"
     if not state.is_file():
         return None
     saved = torch.load(state, weights_only=False)
-    if saved["used"] != used:
-        raise SystemExit(f"{state}: trained on another corpus (its used ids differ); start a new --run")
+    if saved["used"] != used and not (new_corpus and set(saved["used"]) <= set(used)):
+        raise SystemExit(f"{state}: trained on another corpus (its used ids differ); start a new --run, or go on "
+                         "with --new-corpus where this corpus uses every id that one did")
     return saved
 
 
@@ -801,18 +802,24 @@ class Trainer:
         self.variant_mixes = [(name, kind(self), weight) for name, kind, weight in
                               (("argument", ArgumentWords, args.argument_mix),
                                ("first_word", PassageFirstWords, args.first_word_mix)) if weight > 0]
-        saved = saved_state(self.run, self.vocab.ids)
+        saved = saved_state(self.run, self.vocab.ids, getattr(args, "new_corpus", False))
         if saved is not None:
             tied = bool(saved["args"].get("tie_head"))
             if tied != args.tie_head:  # the head would silently be another tensor
                 raise SystemExit(f"train_demo: {self.run / 'state.pt'} was trained "
                                  f"{'with' if tied else 'without'} --tie-head: give the same")
+            if saved["used"] != self.vocab.ids and not args.tie_head:
+                raise SystemExit("train_demo: --new-corpus with more ids needs --tie-head (an own head has a row per id)")
             self.model.load_state_dict(saved["model"])
             if self.own_head is not None:
                 self.own_head.data.copy_(saved["head"])
             self.optimizer.load_state_dict(saved["optimizer"])
             self.step, self.order, self.position = saved["step"], saved["order"], saved["position"]
             self.epoch, self.tokens = saved["epoch"], saved["tokens"]
+            if saved["args"]["corpus"] != args.corpus:  # (--new-corpus) this corpus' own data order, from its start
+                self.order, self.position, self.epoch = [], 0, 0
+                log(f"--new-corpus: {args.corpus} after {saved['args']['corpus']}, "
+                    f"{len(set(self.vocab.ids) - set(saved['used']))} ids new (their rows as the init left them)")
             self.copy_step = saved.get("copy_step", 0)
             self.history = saved.get("history") or [{"from_step": 0, "to_step": self.step, "args": saved["args"]}]
             log(f"resumed at copy step {self.copy_step}" if self.step == 0 and self.copy_step
@@ -1319,6 +1326,9 @@ def add_train_arguments(t) -> None:
                    help="the indexer loss samples the query positions past the window that are multiples of this")
     t.add_argument("--tie-head", action="store_true",
                    help="train the head's rows as the embedding's rows of the same ids (one tensor)")
+    t.add_argument("--new-corpus", action="store_true",
+                   help="go on from a state trained on another --corpus that used no id this one lacks (its ids' "
+                        "rows as the init left them; this corpus' data order from its start)")
     t.add_argument("--round-weights", action="store_true",
                    help="forwards see the weights rounded as the export writes them, the gradient passed straight "
                         "through (WeightRounding); measure: the exported model's figures")
