@@ -818,7 +818,7 @@ class Trainer:
             self.epoch, self.tokens = saved["epoch"], saved["tokens"]
             if saved["args"]["corpus"] != args.corpus:  # (--new-corpus) this corpus' own data order, from its start
                 self.order, self.position, self.epoch = [], 0, 0
-                log(f"--new-corpus: {args.corpus} after {saved['args']['corpus']}, "
+                log(f"a new corpus: {args.corpus} after {saved['args']['corpus']}, "
                     f"{len(set(self.vocab.ids) - set(saved['used']))} ids new (their rows as the init left them)")
             self.copy_step = saved.get("copy_step", 0)
             self.history = saved.get("history") or [{"from_step": 0, "to_step": self.step, "args": saved["args"]}]
