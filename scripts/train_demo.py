@@ -124,11 +124,11 @@ class WeightRounding:
     step 4,095 the held-out respelt argument starts that measure finds right went 85% -> 67%."""
 
     def __init__(self, model, init: Path, block):
+        import torch
         from safetensors import safe_open
 
         import gen_model_golden as golden
 
-        self.golden = golden
         self.block = tuple(block)
         params = dict(model.named_parameters())
         self.targets = []  # (parameter, the checkpoint's dtype, its native name)
@@ -137,19 +137,9 @@ class WeightRounding:
             with safe_open(str(init / shard), framework="pt") as f:
                 for name in f.keys():
                     target = golden.native_to_reference(name)
-                    dtype = f.get_slice(name).get_dtype()
-                    if target in params and not name.endswith(".scale") and dtype != "F32":
+                    dtype = f.get_tensor(name).dtype
+                    if target in params and not name.endswith(".scale") and dtype != torch.float32:
                         self.targets.append((params[target], dtype, name))
-
-    def rounded(self, value, dtype: str, name: str):
-        import torch
-
-        if dtype == "F8_E4M3":
-            b0, b1 = (1, 32) if name.endswith("engram.embed.weight") else self.block
-            return self.golden._fp8_quantise(value, b0, b1)[2].to(value.dtype)
-        if dtype in ("I8", "U8"):
-            return self.golden._fp4_quantise(value)[2].to(value.dtype)
-        return value.to(torch.bfloat16).to(value.dtype)
 
     @contextlib.contextmanager
     def applied(self):
@@ -158,7 +148,7 @@ class WeightRounding:
         with torch.no_grad():
             kept = [p.data for p, _, _ in self.targets]
             for p, dtype, name in self.targets:
-                p.data = self.rounded(p.data, dtype, name)
+                p.data = export_rounding(name, p.data, dtype, self.block)[2].to(p.dtype)
         try:
             yield
         finally:
@@ -1122,22 +1112,31 @@ def measure(args) -> None:
                       "heldout_indexer_topk_mass": {str(s): round(m / max(1, n), 4) for s, (m, n) in sorted(mass.items())}}))
 
 
-def store_like(tensors: dict, name: str, value, block) -> None:
-    """tensors[name] = value in the format the tensor already has there: FP8 E4M3 with UE8M0 block
-    scales (Engram tables 1 x 32, others `block`), packed FP4 E2M1 with UE8M0 per 32, or its dtype."""
+def export_rounding(name: str, value, dtype, block):
+    """value in the format a checkpoint tensor of `dtype` has: (what is stored, its UE8M0 scales or
+    None, the value that reads back). FP8 E4M3 with block scales (Engram tables 1 x 32, others
+    `block`), packed FP4 E2M1 with scales per 32, or the dtype itself. The export stores the first
+    two; WeightRounding trains through the third."""
     import torch
     import gen_model_golden as golden
 
-    stored = tensors[name]
-    scale_name = name[: -len(".weight")] + ".scale"
-    if stored.dtype == torch.float8_e4m3fn:
+    if dtype == torch.float8_e4m3fn:
         b0, b1 = (1, 32) if name.endswith("engram.embed.weight") else block
-        tensors[name], tensors[scale_name], _ = golden._fp8_quantise(value, b0, b1)
-    elif stored.dtype in (torch.int8, torch.uint8):
-        q, tensors[scale_name], _ = golden._fp4_quantise(value)
-        tensors[name] = q.view(stored.dtype)
-    else:
-        tensors[name] = value.to(stored.dtype)
+        return golden._fp8_quantise(value, b0, b1)
+    if dtype in (torch.int8, torch.uint8):
+        q, scales, read_back = golden._fp4_quantise(value)
+        return q.view(dtype), scales, read_back
+    stored = value.to(dtype)
+    return stored, None, stored.to(value.dtype)
+
+
+def store_like(tensors: dict, name: str, value, block) -> None:
+    """tensors[name] = value in the format the tensor already has there (export_rounding), with its
+    scales beside it."""
+    stored, scales, _ = export_rounding(name, value, tensors[name].dtype, block)
+    tensors[name] = stored
+    if scales is not None:
+        tensors[name[: -len(".weight")] + ".scale"] = scales
 
 
 def export(args):
