@@ -175,9 +175,8 @@ def vocabulary_words(tokenizer_dir: str, n_words: int, n_names: int) -> tuple[li
     if not DICTIONARY.is_file():
         raise SystemExit(f"gen_agent_corpus: --extra-words needs {DICTIONARY} (apt-get install wamerican)")
     dictionary = set(DICTIONARY.read_text().split())
-    path = Path(tokenizer_dir) / "tokenizer.json"
-    tokenizer = Tokenizer.from_file(str(path))
-    vocab = json.loads(path.read_text())["model"]["vocab"]
+    tokenizer = Tokenizer.from_file(str(Path(tokenizer_dir) / "tokenizer.json"))
+    vocab = tokenizer.get_vocab()
     taken = {w.lower() for atom in PASSAGE_ATOMS for w in atom.replace("'", " ").split()}
     words, names = [], []
     for token, _ in sorted(vocab.items(), key=lambda item: item[1]):
