@@ -6,7 +6,7 @@
 //
 // Method. W [rows, cols] holds random valid bytes of its format (f32 and bf16: normal values; fp8
 // E4M3 without the NaN codes 0x7F/0xFF, 32 × 32 E8M0 blocks; fp4 E2M1 with an E8M0 scale per 32;
-// scales 2^-7..2^3; fp4 codes in lane order, as the CPU backend keeps them), x [m, cols] random
+// scales 2^-7..2^3; fp4 codes as the CPU backend keeps them for the ISA), x [m, cols] random
 // normal fp32, all seeded. Decode must read DRAM, not the
 // cache: when W is smaller than 4x the L3 (its size from sysfs, 32 MiB when sysfs does not say),
 // the bench keeps several distinct copies of W and rotates through them, call after call, so that
@@ -160,8 +160,9 @@ struct FreeDeleter {
 // `copies` distinct copies of one random W, each page-aligned, and a view of each.
 class WeightCopies {
  public:
+  // FP4 in lane order where the CPU backend would keep it so for `isa` (linear.h's fp4_lane_order_pays).
   static Result<WeightCopies> make(WeightFormat format, std::int64_t rows, std::int64_t cols, int copies,
-                                   std::uint64_t seed) {
+                                   std::uint64_t seed, const std::string& isa) {
     WeightCopies w;
     w.sizes_ = weight_sizes(format, rows, cols);
     const std::size_t page = 4096;
@@ -177,7 +178,7 @@ class WeightCopies {
     std::uint8_t* data = w.bytes_.get();
     std::uint8_t* scales = data + data_stride;
     fill(format, rows, cols, seed, data, scales, w.sizes_);
-    const bool lane_order = format == WeightFormat::kFp4Row32;  // as the CPU backend keeps FP4 weights
+    const bool lane_order = format == WeightFormat::kFp4Row32 && kernels::cpu::fp4_lane_order_pays(isa);
     if (lane_order) {
       std::vector<std::uint8_t> packed(data, data + w.sizes_.data);
       kernels::fp4_to_lane_order(WeightView{format, packed.data(), scales, rows, cols}, data);
@@ -470,7 +471,7 @@ Status run_kernels_bench(const KernelsBenchOptions& options, std::ostream& out) 
     int copies = options.copies;
     if (copies <= 0) copies = static_cast<int>(std::max<std::uint64_t>(1, (4 * l3.bytes + bytes - 1) / bytes));
     HIPPO_ASSIGN_OR_RETURN(WeightCopies weights,
-                           WeightCopies::make(f->format, options.rows, options.cols, copies, options.seed));
+                           WeightCopies::make(f->format, options.rows, options.cols, copies, options.seed, bench.isa()));
     for (std::int64_t m : options.ms) {
       HIPPO_ASSIGN_OR_RETURN(Measurement r, bench.run(*f, weights, m, x));
       results.push_back(r);

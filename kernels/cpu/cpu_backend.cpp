@@ -36,8 +36,9 @@ class CpuBackend final : public Backend {
   bool supports(WeightFormat) const override { return true; }
   bool supports(TableFormat) const override { return true; }
 
-  // FP4 weights are read from a copy in lane order (fp4_lane_copies.h).
+  // FP4 weights are read from a copy in lane order (fp4_lane_copies.h) where that pays.
   Result<bool> keep_weight(const WeightView& w) override {
+    if (!cpu::fp4_lane_order_pays(cpu::linear_isa())) return false;
     try {
       return fp4_copies_.keep(w, pool_);
     } catch (const std::bad_alloc&) {

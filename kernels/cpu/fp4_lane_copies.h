@@ -1,7 +1,8 @@
 // The CPU backend's copies of the model's FP4 weights in lane order (weight_view.h's fp4_code): made
-// once at load (Backend::keep_weight), then found for any view inside a kept weight's codes. The
-// decode kernel reads lane order with one load and a shift per 16 columns where packed codes take
-// a broadcast and a variable shift (linear_impl.h), the same values in the same order: the bits of
+// once at load (Backend::keep_weight) where the instruction set gains by them (linear.h's
+// fp4_lane_order_pays), then found for any view inside a kept weight's codes. AVX-512's decode
+// kernel reads lane order with one load and a shift per 16 columns where packed codes take a
+// broadcast and a variable shift (linear_impl.h), the same values in the same order: the bits of
 // every result are unchanged.
 #pragma once
 

@@ -63,6 +63,8 @@ void decode_rows_transposed(const WeightView& w, std::int64_t r0, std::int64_t n
 
 std::string linear_isa() { return std::string(isa_name(chosen().isa)); }
 
+bool fp4_lane_order_pays(const std::string& isa) { return isa == isa_name(Isa::kAvx512); }
+
 std::vector<std::string> runnable_linear_isas() {
   std::vector<std::string> names;
   for (const Choice& c : runnable()) names.emplace_back(isa_name(c.isa));

@@ -39,6 +39,11 @@ void decode_rows_transposed(const WeightView& w, std::int64_t r0, std::int64_t n
 // The instruction set linear() dispatches to on this CPU: "avx512", "avx2" or "generic".
 std::string linear_isa();
 
+// Whether linear() on this instruction set reads FP4 weights faster from a copy in lane order
+// (weight_view.h's fp4_to_lane_order) than packed: AVX-512's decode does; AVX2 reads packed codes
+// through byte lookups that cost less than its lane-order permutes, so it needs no copy.
+bool fp4_lane_order_pays(const std::string& isa);
+
 // Every instruction set this CPU can run, best first, and linear() or decode_rows_transposed() forced onto one of them
 // (tests compare each against kernels/ref; benchmarks compare them with one another).
 std::vector<std::string> runnable_linear_isas();

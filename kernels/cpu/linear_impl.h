@@ -15,8 +15,11 @@
 //     times the same 16 columns of every row of x, lane l of each vector being lane l's chain. No
 //     transposes, no buffers: the weights stream from memory once, and about 8 accumulator
 //     vectors hide the FMA latency. The tree: fold4, then reduce4 across four outputs. FP4 in
-//     lane order (weight_view.h; the CPU backend's copies) holds lane l's codes for 8 steps in
-//     one 32-bit word, so that a step costs a shift and a permute per vector, no broadcast.
+//     lane order (weight_view.h; the CPU backend's copies on AVX-512) holds lane l's codes for 8
+//     steps in one 32-bit word, so that a step costs a shift and a permute per vector, no
+//     broadcast. AVX2 reads packed FP4 a scale block at a time through byte lookups of each
+//     code's BF16 bytes (fp4_block), whose lanes come out as a 4 x 4 transpose of each step's
+//     columns: x is read so permuted, and the lane sums are put back before the tree.
 //   - prefill: an outer-product GEMM over decoded panels, one lane at a time. x is repacked once
 //     per call (pack_x) so that a tile's values for one lane are contiguous; a panel of kNr = 2W
 //     weight rows is decoded kKc columns at a time and transposed lane-major (128 KB at most, in
@@ -280,6 +283,84 @@ struct Simd {
     std::memcpy(words, chunk, 64);
   }
 
+  // AVX2's decode of packed FP4 (fp4_block below): for each E8M0 scale byte, the two bytes of the
+  // BF16 pattern of every code times the scale. Every such product is a BF16 exactly (E2M1 has one
+  // mantissa bit; even the fp32 subnormals, 2^-128 at the least, and inf and NaN keep their low 16
+  // bits zero), so the two bytes and 16 zero bits are the fp32 value of kernels/ref.
+  struct Fp4ByteTables {
+    alignas(16) std::uint8_t lo[256][16];
+    alignas(16) std::uint8_t hi[256][16];
+    Fp4ByteTables() {
+      for (int b = 0; b < 256; ++b)
+        for (int code = 0; code < 16; ++code) {
+          const float value = ref::e2m1_to_f32(static_cast<std::uint8_t>(code)) * ref::e8m0_to_f32(static_cast<std::uint8_t>(b));
+          const auto bits = __builtin_bit_cast(std::uint32_t, value);
+          lo[b][code] = static_cast<std::uint8_t>(bits >> 16);
+          hi[b][code] = static_cast<std::uint8_t>(bits >> 24);
+        }
+    }
+  };
+
+  static const Fp4ByteTables& fp4_byte_tables() {
+    static const Fp4ByteTables tables;
+    return tables;
+  }
+
+  // Whether the decode reads packed FP4 with fp4_block: on AVX2, where it costs about 2.5 operations
+  // per 8 values against fp4_vec's 4 (a permute reads only 8 entries there, so the sign takes a
+  // shift and an XOR). The byte lookup lands the values in the lane order kFp4BlockLanes.
+  static constexpr bool kFp4ByteDecode =
+#if defined(__x86_64__)
+      W == 8;
+#else
+      false;
+#endif
+
+  // Lane j of a 16-column step as fp4_block delivers it holds column 4 (j % 4) + j / 4 of the step
+  // (a 4 x 4 transpose, its own inverse): the decode multiplies it by x permuted so (decode_format),
+  // and the lane sums are put back in chain order before the tree (fp4_block_chains).
+  static constexpr int kFp4BlockLanes[16] = {0, 4, 8, 12, 1, 5, 9, 13, 2, 6, 10, 14, 3, 7, 11, 15};
+
+  // A 16-column step's lane sums from kFp4BlockLanes order back to chain order (the same transpose).
+  // (A template: g++ 12 drops the vector attribute of Vec from an array parameter, as for fold4.)
+  template <class V>
+  HIPPO_LINEAR_TARGET __attribute__((always_inline)) static void fp4_block_chains(V (&sums)[kV]) {
+    static_assert(kFp4ByteDecode, "fp4_block is AVX2's");
+    if constexpr (W == 8) {
+      const V a = sums[0], b = sums[1];
+      sums[0] = __builtin_shufflevector(a, b, 0, 4, 8, 12, 1, 5, 9, 13);
+      sums[1] = __builtin_shufflevector(a, b, 2, 6, 10, 14, 3, 7, 11, 15);
+    }
+  }
+
+  // One packed FP4 scale block (32 columns, 16 bytes) through the byte tables of its scale into
+  // f[0..4): f[0], f[1] the 16 columns of its first step in kFp4BlockLanes order, f[2], f[3] its
+  // second. Both halves of a vector take the same 16 bytes, the low nibbles in one, the high in the
+  // other; two byte lookups give each code's two BF16 bytes, interleaved into 16-bit words, and each
+  // 32-bit lane keeps one word in its high half.
+  HIPPO_LINEAR_TARGET __attribute__((always_inline)) static void fp4_block(const std::uint8_t* src, const Fp4ByteTables& tables,
+                                                                          std::uint8_t scale, Vec (&f)[4]) {
+    static_assert(kFp4ByteDecode, "fp4_block is AVX2's");
+#if defined(__x86_64__)
+    if constexpr (W == 8) {
+      const __m256i bytes = _mm256_broadcastsi128_si256(_mm_loadu_si128(reinterpret_cast<const __m128i*>(src)));
+      const __m256i codes =
+          _mm256_and_si256(_mm256_srlv_epi32(bytes, _mm256_setr_epi32(0, 0, 0, 0, 4, 4, 4, 4)), _mm256_set1_epi8(0x0F));
+      const __m256i lo = _mm256_shuffle_epi8(
+          _mm256_broadcastsi128_si256(_mm_load_si128(reinterpret_cast<const __m128i*>(tables.lo[scale]))), codes);
+      const __m256i hi = _mm256_shuffle_epi8(
+          _mm256_broadcastsi128_si256(_mm_load_si128(reinterpret_cast<const __m128i*>(tables.hi[scale]))), codes);
+      const __m256i words[2] = {_mm256_unpacklo_epi8(lo, hi), _mm256_unpackhi_epi8(lo, hi)};
+      const __m256i high_word = _mm256_set1_epi32(static_cast<int>(0xFFFF0000u));
+      for (int h = 0; h < 2; ++h) {
+        const __m256i even = _mm256_slli_epi32(words[h], 16), odd = _mm256_and_si256(words[h], high_word);
+        std::memcpy(&f[2 * h], &even, sizeof even);
+        std::memcpy(&f[2 * h + 1], &odd, sizeof odd);
+      }
+    }
+#endif
+  }
+
   // W[row, c0 .. c1) into out[0, c1 - c0), one value at a time: tails and odd FP8 blocks.
   static void decode_scalar(const WeightView& w, const DecodeTables& tables, std::int64_t row, std::int64_t c0,
                             std::int64_t c1, float* out) {
@@ -485,7 +566,9 @@ struct Simd {
     // FP8's fast path takes no NaN codes (checked as the bytes pass); rows with any are done one
     // value at a time.
     constexpr bool kFastFp8 = F == WeightFormat::kFp8Block && !Scalar;
-    const float* xv = kFastFp8 ? xs : x;
+    // Packed FP4 on AVX2: a scale block at a time through fp4_block, against x in its lane order (xs).
+    constexpr bool kFp4Blocks = F == WeightFormat::kFp4Row32 && !Scalar && !Lanes && kFp4ByteDecode;
+    const float* xv = kFastFp8 || kFp4Blocks ? xs : x;
     Bytes16 fp8_nan{};  // kFastFp8: NaN codes seen
     Vec acc[MR][NR][kV] = {};
     const std::int64_t lanes_end = Lanes ? k / 128 * 128 : 0;
@@ -510,7 +593,25 @@ struct Simd {
         }
       }
     }
-    for (std::int64_t c = lanes_end; c < full; c += 16) {
+    const std::int64_t blocks_end = kFp4Blocks ? k : lanes_end;
+    if constexpr (kFp4Blocks) {
+      const Fp4ByteTables& byte_tables = fp4_byte_tables();
+      for (std::int64_t c = 0; c < k; c += 32) {
+        if (c % 128 == 0)
+#pragma GCC unroll 8
+          for (int j = 0; j < NR; ++j) __builtin_prefetch(rows[j].bytes + ahead + c / 2);
+#pragma GCC unroll 8
+        for (int j = 0; j < NR; ++j) {
+          Vec f[4];
+          fp4_block(rows[j].bytes + c / 2, byte_tables, rows[j].scales[c >> 5], f);
+#pragma GCC unroll 8
+          for (int i = 0; i < MR; ++i)
+#pragma GCC unroll 4
+            for (int v = 0; v < 4; ++v) acc[i][j][v % 2] += load(xv + i * k + c + v * W) * f[v];
+        }
+      }
+    }
+    for (std::int64_t c = blocks_end; c < full; c += 16) {
       if constexpr (kFastFp8)
 #pragma GCC unroll 8
         for (int j = 0; j < NR; ++j) fp8_nan |= fp8_nan_lanes(rows[j].bytes + c);
@@ -540,6 +641,11 @@ struct Simd {
     }
     if constexpr (kFastFp8)
       if (any_lane(fp8_nan)) return dot_rows<F, true, MR, NR>(x, xs, x_tail, w, r0, y);
+    if constexpr (kFp4Blocks)  // the lanes back in chain order (kFp4BlockLanes is its own inverse)
+#pragma GCC unroll 8
+      for (int i = 0; i < MR; ++i)
+#pragma GCC unroll 8
+        for (int j = 0; j < NR; ++j) fp4_block_chains(acc[i][j]);
 #pragma GCC unroll 8
     for (int i = 0; i < MR; ++i) {
       float out[NR];
@@ -626,6 +732,15 @@ struct Simd {
     alignas(64) float x_tail[MR * 16] = {};
     for (int i = 0; i < MR; ++i) std::copy(x + i * k + full, x + (i + 1) * k, x_tail + 16 * i);
     const std::int64_t groups = (w.rows + NR - 1) / NR;
+    // Packed FP4 on AVX2 (dot_rows' kFp4Blocks) reads x with each step's columns in kFp4BlockLanes order.
+    thread_local std::vector<float> x_lanes_buffer;
+    const float* x_lanes = nullptr;  // (the workers' own thread_local would be another vector)
+    if constexpr (F == WeightFormat::kFp4Row32 && !Scalar && !Lanes && kFp4ByteDecode) {
+      x_lanes_buffer.resize(static_cast<std::size_t>(MR * k));
+      for (std::int64_t c = 0; c < MR * k; c += 16)
+        for (int j = 0; j < 16; ++j) x_lanes_buffer[c + j] = x[c + kFp4BlockLanes[j]];
+      x_lanes = x_lanes_buffer.data();
+    }
     pool.parallel_for(groups, [&](std::int64_t g0, std::int64_t g1) {
       if constexpr (F == WeightFormat::kFp8Block && !Scalar) {
         // A group's NR rows lie in one scale block (a power of two of at least 16 rows): x is
@@ -648,7 +763,7 @@ struct Simd {
       } else {
         for (std::int64_t g = g0; g < g1; ++g) {
           const int nr = static_cast<int>(std::min<std::int64_t>(NR, w.rows - g * NR));
-          dot_group<F, Scalar, MR, NR, Lanes>(nr, x, nullptr, x_tail, w, g * NR, y);
+          dot_group<F, Scalar, MR, NR, Lanes>(nr, x, x_lanes, x_tail, w, g * NR, y);
         }
       }
     });

@@ -319,6 +319,45 @@ TEST_CASE("every ISA decodes every weight exactly", "[linear]") {
   }
 }
 
+// The decode kernel's FP4 lookups (AVX-512's permutes of lane-order words, AVX2's byte tables of
+// packed codes) at every scale byte the format has: x = eight unit rows picks out single weights,
+// which must be kernels/ref's values bit for bit; the last row's scales 2^126 .. NaN give inf and
+// NaN weights, whose products with x's zeros make that row NaN, as in ref::linear.
+TEST_CASE("the fp4 decode gives every code at every scale as the reference does", "[linear]") {
+  kernels::cpu::ThreadPool pool(2);
+  const std::int64_t n = 32, k = 256;  // 32 rows x 8 scale blocks: every scale byte once at least
+  std::vector<std::uint8_t> codes(static_cast<std::size_t>(n * k / 2)), scales(static_cast<std::size_t>(n * k / 32));
+  for (std::int64_t r = 0; r < n; ++r)
+    for (std::int64_t c = 0; c < k; c += 2)
+      codes[r * k / 2 + c / 2] = static_cast<std::uint8_t>(((c + r) % 16) | ((c + r + 7) % 16) << 4);
+  for (std::size_t i = 0; i < scales.size(); ++i) scales[i] = static_cast<std::uint8_t>(i);
+  const WeightView packed{WeightFormat::kFp4Row32, codes.data(), scales.data(), n, k, 0};
+  std::vector<std::uint8_t> lane_codes(codes.size());
+  const WeightView lanes = kernels::fp4_to_lane_order(packed, lane_codes.data());
+  std::vector<float> x(static_cast<std::size_t>(8 * k)), y(static_cast<std::size_t>(8 * n)), want(y.size());
+  for (const std::string& isa : kernels::cpu::runnable_linear_isas()) {
+    for (const WeightView& w : {packed, lanes}) {
+      INFO(isa << (w.lane_order ? " lane order" : " packed"));
+      std::int64_t wrong = 0, nan = 0;
+      for (std::int64_t c0 = 0; c0 < k; c0 += 8) {
+        std::fill(x.begin(), x.end(), 0.0f);
+        for (std::int64_t i = 0; i < 8; ++i) x[i * k + c0 + i] = 1.0f;
+        REQUIRE(kernels::cpu::linear_with_isa(isa, x.data(), 8, w, y.data(), pool).ok());
+        kernels::ref::linear(x.data(), 8, packed, want.data());
+        for (std::int64_t i = 0; i < 8; ++i)
+          for (std::int64_t r = 0; r < n; ++r) {
+            const float got = y[i * n + r], expected = want[i * n + r];
+            if (r < n - 1 && expected != kernels::ref::weight_at(packed, r, c0 + i)) ++wrong;  // the test's own premise
+            if (std::isnan(expected)) ++nan;
+            if (std::isnan(expected) ? !std::isnan(got) : got != expected) ++wrong;
+          }
+      }
+      CHECK(wrong == 0);
+      CHECK(nan == 8 * k / 8);  // the last row, and only it
+    }
+  }
+}
+
 TEST_CASE("weight_rows slices give the rows of the whole matrix", "[linear]") {
   std::mt19937 rng(19);
   kernels::cpu::ThreadPool pool(2);
