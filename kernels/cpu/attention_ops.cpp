@@ -231,22 +231,24 @@ template <int HB, int EB>
   }
 }
 
+// Keys [j, j + EB) against every head: the keys stay in the L1 while the heads' queries pass (a
+// release row's 64 queries of 512 floats, 128 KB, sit in the L2; its 512 entries, 1 MB, would not).
 template <int HB, int EB>
-[[gnu::always_inline]] inline void row_scores_heads(const float* q, std::int64_t q_stride, const float* const* rows,
-                                                    std::int64_t n, std::int64_t dim, std::int64_t h, float* scores,
-                                                    std::int64_t score_stride) {
-  std::int64_t j = 0;
-  for (; j + EB <= n; j += EB) row_score_block<HB, EB>(q, q_stride, rows, dim, h, j, scores, score_stride);
-  for (; j < n; ++j) row_score_block<HB, 1>(q, q_stride, rows, dim, h, j, scores, score_stride);
+[[gnu::always_inline]] inline void row_scores_keys(const float* q, std::int64_t heads, std::int64_t q_stride,
+                                                   const float* const* rows, std::int64_t dim, std::int64_t j,
+                                                   float* scores, std::int64_t score_stride) {
+  std::int64_t h = 0;
+  for (; h + HB <= heads; h += HB) row_score_block<HB, EB>(q, q_stride, rows, dim, h, j, scores, score_stride);
+  for (; h < heads; ++h) row_score_block<1, EB>(q, q_stride, rows, dim, h, j, scores, score_stride);
 }
 
 template <int HB, int EB>
 [[gnu::always_inline]] inline void row_scores_tiled(const float* q, std::int64_t heads, std::int64_t q_stride,
                                                     const float* const* rows, std::int64_t n, std::int64_t dim,
                                                     float* scores, std::int64_t score_stride) {
-  std::int64_t h = 0;
-  for (; h + HB <= heads; h += HB) row_scores_heads<HB, EB>(q, q_stride, rows, n, dim, h, scores, score_stride);
-  for (; h < heads; ++h) row_scores_heads<1, EB>(q, q_stride, rows, n, dim, h, scores, score_stride);
+  std::int64_t j = 0;
+  for (; j + EB <= n; j += EB) row_scores_keys<HB, EB>(q, heads, q_stride, rows, dim, j, scores, score_stride);
+  for (; j < n; ++j) row_scores_keys<HB, 1>(q, heads, q_stride, rows, dim, j, scores, score_stride);
 }
 
 // One version per instruction set: 4 heads × 4 keys is 16 accumulators in AVX-512's 32 registers;
@@ -310,33 +312,37 @@ template <int HB, int CB>
   }
 }
 
+// Columns [d0, d0 + CB·16) of every head's output: the keys' columns there (a release row's 640 keys,
+// 160 KB at CB = 4) stay in the L2 while the heads pass, where heads outside columns read every key
+// whole, from the L3, once per head block.
 template <int HB, int CB>
-[[gnu::always_inline]] inline void sum_heads(const float* p, std::int64_t p_stride, const float* const* rows,
-                                             std::int64_t n, std::int64_t dim, float* out, std::int64_t out_stride) {
-  std::int64_t d = 0;
-  for (; d + CB * kLanes <= dim; d += CB * kLanes) sum_columns<HB, CB>(p, p_stride, rows, n, d, out, out_stride);
-  for (; d + kLanes <= dim; d += kLanes) sum_columns<HB, 1>(p, p_stride, rows, n, d, out, out_stride);
-  if (d == dim) return;
-  if (dim >= kLanes) {  // the last full vector again
-    sum_columns<HB, 1>(p, p_stride, rows, n, dim - kLanes, out, out_stride);
-    return;
-  }
-  for (int h = 0; h < HB; ++h) {  // fewer than 16 columns: one scalar chain per element
-    for (std::int64_t e = 0; e < dim; ++e) {
-      float acc = 0.0f;
-      for (std::int64_t j = 0; j < n; ++j) acc += p[h * p_stride + j] * rows[j][e];
-      out[h * out_stride + e] = acc;
-    }
-  }
+[[gnu::always_inline]] inline void sum_column_block(const float* p, std::int64_t heads, std::int64_t p_stride,
+                                                    const float* const* rows, std::int64_t n, std::int64_t d0, float* out,
+                                                    std::int64_t out_stride) {
+  std::int64_t h = 0;
+  for (; h + HB <= heads; h += HB) sum_columns<HB, CB>(p + h * p_stride, p_stride, rows, n, d0, out + h * out_stride, out_stride);
+  for (; h < heads; ++h) sum_columns<1, CB>(p + h * p_stride, p_stride, rows, n, d0, out + h * out_stride, out_stride);
 }
 
 template <int HB, int CB>
 [[gnu::always_inline]] inline void weighted_rows_tiled(const float* p, std::int64_t heads, std::int64_t p_stride,
                                                        const float* const* rows, std::int64_t n, std::int64_t dim,
                                                        float* out, std::int64_t out_stride) {
-  std::int64_t h = 0;
-  for (; h + HB <= heads; h += HB) sum_heads<HB, CB>(p + h * p_stride, p_stride, rows, n, dim, out + h * out_stride, out_stride);
-  for (; h < heads; ++h) sum_heads<1, CB>(p + h * p_stride, p_stride, rows, n, dim, out + h * out_stride, out_stride);
+  std::int64_t d = 0;
+  for (; d + CB * kLanes <= dim; d += CB * kLanes) sum_column_block<HB, CB>(p, heads, p_stride, rows, n, d, out, out_stride);
+  for (; d + kLanes <= dim; d += kLanes) sum_column_block<HB, 1>(p, heads, p_stride, rows, n, d, out, out_stride);
+  if (d == dim) return;
+  if (dim >= kLanes) {  // the last full vector again
+    sum_column_block<HB, 1>(p, heads, p_stride, rows, n, dim - kLanes, out, out_stride);
+    return;
+  }
+  for (std::int64_t h = 0; h < heads; ++h) {  // fewer than 16 columns: one scalar chain per element
+    for (std::int64_t e = 0; e < dim; ++e) {
+      float acc = 0.0f;
+      for (std::int64_t j = 0; j < n; ++j) acc += p[h * p_stride + j] * rows[j][e];
+      out[h * out_stride + e] = acc;
+    }
+  }
 }
 
 // One version per instruction set, as index_scores: AVX-512 takes 4 vectors of each row per pass
