@@ -321,6 +321,10 @@ struct Simd {
   // and the lane sums are put back in chain order before the tree (fp4_block_chains).
   static constexpr int kFp4BlockLanes[16] = {0, 4, 8, 12, 1, 5, 9, 13, 2, 6, 10, 14, 3, 7, 11, 15};
 
+  // The decode kernels that read packed FP4 with fp4_block (dot_rows), against x so permuted (xs).
+  template <WeightFormat F, bool Scalar, bool Lanes>
+  static constexpr bool kFp4Blocks = F == WeightFormat::kFp4Row32 && !Scalar && !Lanes && kFp4ByteDecode;
+
   // A 16-column step's lane sums from kFp4BlockLanes order back to chain order (the same transpose).
   // (A template: g++ 12 drops the vector attribute of Vec from an array parameter, as for fold4.)
   template <class V>
@@ -547,9 +551,10 @@ struct Simd {
 
   // Rows r0 .. r0 + NR of W against the MR rows of x (row i at x + i * k; x_tail: their last
   // k % 16 columns, zero-padded to 16 each). FP8 (not Scalar) reads xs instead of x for the
-  // first k / 16 * 16 columns: x scaled per block by scale_x_fp8 for these rows. Lanes: FP4 in
-  // lane order, whose whole 128-column chunks take one load and eight shifts, not eight
-  // broadcasts (a permute each) and eight variable shifts.
+  // first k / 16 * 16 columns: x scaled per block by scale_x_fp8 for these rows; packed FP4 on
+  // AVX2 (kFp4Blocks) reads xs, x in fp4_block's lane order. Lanes: FP4 in lane order, whose
+  // whole 128-column chunks take one load and eight shifts, not eight broadcasts (a permute
+  // each) and eight variable shifts.
   template <WeightFormat F, bool Scalar, int MR, int NR, bool Lanes = false>
   HIPPO_LINEAR_TARGET static void dot_rows(const float* x, const float* xs, const float* x_tail, const WeightView& w,
                                            std::int64_t r0, const LinearOut& y) {
@@ -567,8 +572,8 @@ struct Simd {
     // value at a time.
     constexpr bool kFastFp8 = F == WeightFormat::kFp8Block && !Scalar;
     // Packed FP4 on AVX2: a scale block at a time through fp4_block, against x in its lane order (xs).
-    constexpr bool kFp4Blocks = F == WeightFormat::kFp4Row32 && !Scalar && !Lanes && kFp4ByteDecode;
-    const float* xv = kFastFp8 || kFp4Blocks ? xs : x;
+    constexpr bool kBlocks = kFp4Blocks<F, Scalar, Lanes>;
+    const float* xv = kFastFp8 || kBlocks ? xs : x;
     Bytes16 fp8_nan{};  // kFastFp8: NaN codes seen
     Vec acc[MR][NR][kV] = {};
     const std::int64_t lanes_end = Lanes ? k / 128 * 128 : 0;
@@ -593,8 +598,8 @@ struct Simd {
         }
       }
     }
-    const std::int64_t blocks_end = kFp4Blocks ? k : lanes_end;
-    if constexpr (kFp4Blocks) {
+    const std::int64_t blocks_end = kBlocks ? k : lanes_end;
+    if constexpr (kBlocks) {
       const Fp4ByteTables& byte_tables = fp4_byte_tables();
       for (std::int64_t c = 0; c < k; c += 32) {
         if (c % 128 == 0)
@@ -641,7 +646,7 @@ struct Simd {
     }
     if constexpr (kFastFp8)
       if (any_lane(fp8_nan)) return dot_rows<F, true, MR, NR>(x, xs, x_tail, w, r0, y);
-    if constexpr (kFp4Blocks)  // the lanes back in chain order (kFp4BlockLanes is its own inverse)
+    if constexpr (kBlocks)  // the lanes back in chain order (kFp4BlockLanes is its own inverse)
 #pragma GCC unroll 8
       for (int i = 0; i < MR; ++i)
 #pragma GCC unroll 8
@@ -732,10 +737,10 @@ struct Simd {
     alignas(64) float x_tail[MR * 16] = {};
     for (int i = 0; i < MR; ++i) std::copy(x + i * k + full, x + (i + 1) * k, x_tail + 16 * i);
     const std::int64_t groups = (w.rows + NR - 1) / NR;
-    // Packed FP4 on AVX2 (dot_rows' kFp4Blocks) reads x with each step's columns in kFp4BlockLanes order.
+    // Packed FP4 on AVX2 (kFp4Blocks) reads x with each step's columns in kFp4BlockLanes order.
     thread_local std::vector<float> x_lanes_buffer;
     const float* x_lanes = nullptr;  // (the workers' own thread_local would be another vector)
-    if constexpr (F == WeightFormat::kFp4Row32 && !Scalar && !Lanes && kFp4ByteDecode) {
+    if constexpr (kFp4Blocks<F, Scalar, Lanes>) {
       x_lanes_buffer.resize(static_cast<std::size_t>(MR * k));
       for (std::int64_t c = 0; c < MR * k; c += 16)
         for (int j = 0; j < 16; ++j) x_lanes_buffer[c + j] = x[c + kFp4BlockLanes[j]];
