@@ -55,7 +55,7 @@ def main():
     p.add_argument("--ggml-build-dir", default="/tmp/ggml-peer-build", help="where bench_ggml_peer.sh built it")
     p.add_argument("--ggml-isa", default="native", choices=["native", "avx2"], help="the ISA that build was made for")
     p.add_argument("--hippo", default=str(ROOT / "build/release/hippo"))
-    p.add_argument("--isa", default="", help="hippo's linear ISA (avx512, avx2, generic); default: its dispatch")
+    p.add_argument("--isa", default="", help="hippo's linear ISA (avx512vbmi, avx512, avx2, generic); default: its dispatch")
     p.add_argument("--formats", default="all", help="hippo formats: f32,bf16,fp8,fp4 or all")
     p.add_argument("--m", default="1,2,4,8", help="rows of x, comma-separated")
     p.add_argument("--rows", type=int, default=14336)

@@ -608,7 +608,7 @@ void add_bench_kernels_command(CLI::App& bench, Invocation& inv) {
                   "Array size of the read-bandwidth probe (0 = max(256MiB, 8x the L3))")
       ->transform(CLI::AsSizeValue(false))
       ->capture_default_str();
-  cmd->add_option("--isa", options->isa, "Force one of the CPU's linear ISAs (avx512, avx2, generic); default: dispatch");
+  cmd->add_option("--isa", options->isa, "Force one of the CPU's linear ISAs (avx512vbmi, avx512, avx2, generic); default: dispatch");
   cmd->add_option("--backend", options->backend,
                   "cpu, or cuda: the GPU kernel on device-resident W and x, against the device's copy bandwidth")
       ->check(CLI::IsMember({"cpu", "cuda"}))

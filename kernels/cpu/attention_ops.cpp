@@ -277,6 +277,7 @@ using RowScoresFn = void (*)(const float*, std::int64_t, std::int64_t, const flo
 RowScoresFn row_scores_version(Isa isa) {
   if (!cpu_runs(isa)) return nullptr;
   switch (isa) {
+    case Isa::kAvx512Vbmi:  // (no byte permutes here: the AVX-512 version)
     case Isa::kAvx512: return row_scores_avx512;
     case Isa::kAvx2: return row_scores_avx2;
     case Isa::kGeneric: break;

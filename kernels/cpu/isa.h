@@ -7,12 +7,13 @@
 
 namespace hippo::kernels::cpu {
 
-// Best first. kAvx512: x86-64-v4 (AVX-512 F, BW, CD, DQ, VL); kAvx2: x86-64-v3 (AVX2, FMA, F16C,
-// BMI); kGeneric: plain C++, which every CPU runs.
-enum class Isa { kAvx512, kAvx2, kGeneric };
-inline constexpr Isa kIsasBestFirst[] = {Isa::kAvx512, Isa::kAvx2, Isa::kGeneric};
+// Best first. kAvx512Vbmi: x86-64-v4 and AVX512_VBMI (byte permutes; Ice Lake, Zen 4 and later);
+// kAvx512: x86-64-v4 (AVX-512 F, BW, CD, DQ, VL); kAvx2: x86-64-v3 (AVX2, FMA, F16C, BMI); kGeneric:
+// plain C++, which every CPU runs.
+enum class Isa { kAvx512Vbmi, kAvx512, kAvx2, kGeneric };
+inline constexpr Isa kIsasBestFirst[] = {Isa::kAvx512Vbmi, Isa::kAvx512, Isa::kAvx2, Isa::kGeneric};
 
-std::string_view isa_name(Isa isa);  // "avx512", "avx2", "generic"
+std::string_view isa_name(Isa isa);  // "avx512vbmi", "avx512", "avx2", "generic"
 std::optional<Isa> isa_named(std::string_view name);
 bool cpu_runs(Isa isa);
 

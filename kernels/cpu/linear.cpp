@@ -5,9 +5,11 @@
 
 namespace hippo::kernels::cpu {
 
+void linear_avx512vbmi(const float* x, std::int64_t m, const WeightView& w, const LinearOut& y, ThreadPool& pool);
 void linear_avx512(const float* x, std::int64_t m, const WeightView& w, const LinearOut& y, ThreadPool& pool);
 void linear_avx2(const float* x, std::int64_t m, const WeightView& w, const LinearOut& y, ThreadPool& pool);
 void linear_generic(const float* x, std::int64_t m, const WeightView& w, const LinearOut& y, ThreadPool& pool);
+void decode_rows_transposed_avx512vbmi(const WeightView& w, std::int64_t r0, std::int64_t n, float* kt, std::int64_t ld);
 void decode_rows_transposed_avx512(const WeightView& w, std::int64_t r0, std::int64_t n, float* kt, std::int64_t ld);
 void decode_rows_transposed_avx2(const WeightView& w, std::int64_t r0, std::int64_t n, float* kt, std::int64_t ld);
 void decode_rows_transposed_generic(const WeightView& w, std::int64_t r0, std::int64_t n, float* kt, std::int64_t ld);
@@ -25,6 +27,7 @@ struct Choice {
 
 Choice version(Isa isa) {
   switch (isa) {
+    case Isa::kAvx512Vbmi: return {linear_avx512vbmi, decode_rows_transposed_avx512vbmi, isa};
     case Isa::kAvx512: return {linear_avx512, decode_rows_transposed_avx512, isa};
     case Isa::kAvx2: return {linear_avx2, decode_rows_transposed_avx2, isa};
     case Isa::kGeneric: break;
@@ -63,7 +66,9 @@ void decode_rows_transposed(const WeightView& w, std::int64_t r0, std::int64_t n
 
 std::string linear_isa() { return std::string(isa_name(chosen().isa)); }
 
-bool fp4_lane_order_pays(const std::string& isa) { return isa == isa_name(Isa::kAvx512); }
+bool fp4_lane_order_pays(const std::string& isa) {
+  return isa == isa_name(Isa::kAvx512) || isa == isa_name(Isa::kAvx512Vbmi);
+}
 
 std::vector<std::string> runnable_linear_isas() {
   std::vector<std::string> names;

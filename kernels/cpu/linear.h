@@ -36,11 +36,11 @@ struct LinearOut {
 // indexer reads its FP4 keys so, many at once, for transposed_scores (attention_ops.h).
 void decode_rows_transposed(const WeightView& w, std::int64_t r0, std::int64_t n, float* kt, std::int64_t ld);
 
-// The instruction set linear() dispatches to on this CPU: "avx512", "avx2" or "generic".
+// The instruction set linear() dispatches to on this CPU: "avx512vbmi", "avx512", "avx2" or "generic".
 std::string linear_isa();
 
 // Whether linear() on this instruction set reads FP4 weights faster from a copy in lane order
-// (weight_view.h's fp4_to_lane_order) than packed: AVX-512's decode does; AVX2 reads packed codes
+// (weight_view.h's fp4_to_lane_order) than packed: AVX-512's decodes do; AVX2 reads packed codes
 // through byte lookups that cost less than its lane-order permutes, so it needs no copy.
 bool fp4_lane_order_pays(const std::string& isa);
 

@@ -329,7 +329,7 @@ struct Simd {
   // (A template: g++ 12 drops the vector attribute of Vec from an array parameter, as for fold4.)
   template <class V>
   HIPPO_LINEAR_TARGET __attribute__((always_inline)) static void fp4_block_chains(V (&sums)[kV]) {
-    static_assert(kFp4ByteDecode, "fp4_block is AVX2's");
+    static_assert(W == 8 && kFp4ByteDecode, "fp4_block is AVX2's");
     if constexpr (W == 8) {
       const V a = sums[0], b = sums[1];
       sums[0] = __builtin_shufflevector(a, b, 0, 4, 8, 12, 1, 5, 9, 13);
@@ -344,7 +344,7 @@ struct Simd {
   // 32-bit lane keeps one word in its high half.
   HIPPO_LINEAR_TARGET __attribute__((always_inline)) static void fp4_block(const std::uint8_t* src, const Fp4ByteTables& tables,
                                                                           std::uint8_t scale, Vec (&f)[4]) {
-    static_assert(kFp4ByteDecode, "fp4_block is AVX2's");
+    static_assert(W == 8 && kFp4ByteDecode, "fp4_block is AVX2's");
 #if defined(__x86_64__)
     if constexpr (W == 8) {
       const __m256i bytes = _mm256_broadcastsi128_si256(_mm_loadu_si128(reinterpret_cast<const __m128i*>(src)));
@@ -358,6 +358,71 @@ struct Simd {
       const __m256i high_word = _mm256_set1_epi32(static_cast<int>(0xFFFF0000u));
       for (int h = 0; h < 2; ++h) {
         const __m256i even = _mm256_slli_epi32(words[h], 16), odd = _mm256_and_si256(words[h], high_word);
+        std::memcpy(&f[2 * h], &even, sizeof even);
+        std::memcpy(&f[2 * h + 1], &odd, sizeof odd);
+      }
+    }
+#endif
+  }
+
+  // AVX-512 VBMI's FP8 decode (fp8_group): fp8_bits' value of every code (E4M3 times 2^-8) is a
+  // BF16 exactly (three mantissa bits; 2^-17 at the least, a normal number), so two permutes of
+  // 128-byte tables, by the code's low 7 bits, give its two BF16 bytes, and the code's bit 7 is the
+  // sign. perm first moves each step's 16 codes to where the byte interleave and the 16-bit shift
+  // after it deliver them in lane order: byte 16 L + 2 d of the permuted 64 holds column 4 L + d of
+  // the first step, byte 16 L + 2 d + 1 the second step's, 16 L + 8 + 2 d the third's, 16 L + 9 + 2 d
+  // the fourth's (L the 16-byte lane, d < 4).
+  struct Fp8ByteTables {
+    alignas(64) std::uint8_t perm[64];
+    alignas(64) std::uint8_t lo[128];
+    alignas(64) std::uint8_t hi[128];
+    Fp8ByteTables() {
+      for (int lane = 0; lane < 4; ++lane)
+        for (int d = 0; d < 4; ++d)
+          for (int step = 0; step < 4; ++step)
+            perm[16 * lane + 8 * (step / 2) + 2 * d + step % 2] = static_cast<std::uint8_t>(16 * step + 4 * lane + d);
+      for (int code = 0; code < 128; ++code) {
+        const float value = ref::e4m3fn_to_f32(static_cast<std::uint8_t>(code)) * 0x1p-8f;
+        const auto bits = __builtin_bit_cast(std::uint32_t, value);
+        lo[code] = static_cast<std::uint8_t>(bits >> 16);
+        hi[code] = static_cast<std::uint8_t>(bits >> 24);
+      }
+    }
+  };
+
+  static const Fp8ByteTables& fp8_byte_tables() {
+    static const Fp8ByteTables tables;
+    return tables;
+  }
+
+  static constexpr bool kFp8ByteDecode =
+#if defined(__x86_64__) && defined(HIPPO_LINEAR_VBMI)
+      W == 16;
+#else
+      false;
+#endif
+
+  // 64 FP8 codes (4 steps of 16 columns) into f[0..4), each step's values as fp8_bits gives them, in
+  // lane order; nan gets a bit for each E4M3 NaN code (0x7F, 0xFF), whose rows the caller redoes.
+  HIPPO_LINEAR_TARGET __attribute__((always_inline)) static void fp8_group(const std::uint8_t* src, const Fp8ByteTables& t,
+                                                                          std::uint64_t& nan, Vec (&f)[4]) {
+    static_assert(W == 16 && kFp8ByteDecode, "fp8_group is AVX-512 VBMI's");
+#if defined(__x86_64__) && defined(HIPPO_LINEAR_VBMI)
+    if constexpr (W == 16) {
+      const __m512i raw = _mm512_loadu_si512(src);
+      const __m512i low7 = _mm512_set1_epi8(0x7F);
+      nan |= _mm512_cmpeq_epi8_mask(_mm512_and_si512(raw, low7), low7);
+      // (maskz forms: g++ 12 warns on the unmasked ones)
+      constexpr __mmask64 all = ~__mmask64{0};
+      const __m512i codes = _mm512_maskz_permutexvar_epi8(all, _mm512_load_si512(t.perm), raw);
+      const __m512i lo = _mm512_maskz_permutex2var_epi8(all, _mm512_load_si512(t.lo), codes, _mm512_load_si512(t.lo + 64));
+      const __m512i hi = _mm512_ternarylogic_epi32(  // the magnitude's high byte | (code & 0x80)
+          _mm512_maskz_permutex2var_epi8(all, _mm512_load_si512(t.hi), codes, _mm512_load_si512(t.hi + 64)), codes,
+          _mm512_set1_epi8(static_cast<char>(0x80)), 0xF8);
+      const __m512i words[2] = {_mm512_unpacklo_epi8(lo, hi), _mm512_unpackhi_epi8(lo, hi)};
+      const __m512i high_word = _mm512_set1_epi32(static_cast<int>(0xFFFF0000u));
+      for (int h = 0; h < 2; ++h) {
+        const __m512i even = _mm512_maskz_slli_epi32(0xFFFF, words[h], 16), odd = _mm512_and_si512(words[h], high_word);
         std::memcpy(&f[2 * h], &even, sizeof even);
         std::memcpy(&f[2 * h + 1], &odd, sizeof odd);
       }
@@ -598,7 +663,28 @@ struct Simd {
         }
       }
     }
-    const std::int64_t blocks_end = kBlocks ? k : lanes_end;
+    // FP8 on AVX-512 VBMI: 64 columns at a time through fp8_group, for one or two rows of x (more
+    // take more accumulators than the registers hold beside its tables, and ran slower).
+    constexpr bool kFp8Groups = kFastFp8 && kFp8ByteDecode && MR <= 2;
+    std::uint64_t fp8_nan64 = 0;  // kFp8Groups: NaN codes seen
+    const std::int64_t groups_end = kFp8Groups ? full / 64 * 64 : 0;
+    if constexpr (kFp8Groups) {
+      const Fp8ByteTables& byte_tables = fp8_byte_tables();
+      for (std::int64_t c = 0; c < groups_end; c += 64) {
+#pragma GCC unroll 8
+        for (int j = 0; j < NR; ++j) __builtin_prefetch(rows[j].bytes + ahead + c);
+#pragma GCC unroll 8
+        for (int j = 0; j < NR; ++j) {
+          Vec f[4];
+          fp8_group(rows[j].bytes + c, byte_tables, fp8_nan64, f);
+#pragma GCC unroll 8
+          for (int i = 0; i < MR; ++i)
+#pragma GCC unroll 4
+            for (int v = 0; v < 4; ++v) acc[i][j][0] += load(xv + i * k + c + 16 * v) * f[v];
+        }
+      }
+    }
+    const std::int64_t blocks_end = kBlocks ? k : kFp8Groups ? groups_end : lanes_end;
     if constexpr (kBlocks) {
       const Fp4ByteTables& byte_tables = fp4_byte_tables();
       for (std::int64_t c = 0; c < k; c += 32) {
@@ -645,7 +731,7 @@ struct Simd {
       }
     }
     if constexpr (kFastFp8)
-      if (any_lane(fp8_nan)) return dot_rows<F, true, MR, NR>(x, xs, x_tail, w, r0, y);
+      if (any_lane(fp8_nan) || fp8_nan64 != 0) return dot_rows<F, true, MR, NR>(x, xs, x_tail, w, r0, y);
     if constexpr (kBlocks)  // the lanes back in chain order (kFp4BlockLanes is its own inverse)
 #pragma GCC unroll 8
       for (int i = 0; i < MR; ++i)

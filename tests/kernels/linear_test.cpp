@@ -221,6 +221,29 @@ TEST_CASE("the decode kernel's every height equals each row alone", "[linear]") 
   }
 }
 
+// The instruction sets with FMA run the same chains and tree (linear.h), each its own decoders
+// (AVX2's FP4 byte tables, AVX-512 VBMI's FP8 byte permutes): the same bits at every decode height
+// and in the prefill kernel. (generic multiplies then adds, so its bits differ.)
+TEST_CASE("every instruction set with FMA gives the same bits", "[linear]") {
+  std::mt19937 rng(37);
+  kernels::cpu::ThreadPool pool(2);
+  std::vector<std::string> isas = kernels::cpu::runnable_linear_isas();
+  isas.pop_back();  // generic
+  for (WeightFormat format : kFormats) {
+    const std::int64_t n = 37, k = format == WeightFormat::kFp4Row32 ? 2080 : 2083;
+    TestWeight w(format, n, k, rng);
+    const auto x = random_x(13, k, rng);
+    for (std::int64_t m : {1, 2, 4, 7, 8, 13}) {
+      std::vector<float> first(static_cast<std::size_t>(m * n)), other(first.size());
+      for (std::size_t i = 0; i < isas.size(); ++i) {
+        INFO(isas[i] << " against " << isas[0] << " " << kernels::weight_format_name(format) << " m=" << m);
+        REQUIRE(kernels::cpu::linear_with_isa(isas[i], x.data(), m, w.view, (i == 0 ? first : other).data(), pool).ok());
+        if (i > 0) CHECK(std::memcmp(first.data(), other.data(), first.size() * sizeof(float)) == 0);
+      }
+    }
+  }
+}
+
 // The FP8 decode kernel's fast path takes neither NaN codes nor scales above 2^7 (their 2^120 * scale
 // overflows); a group of rows with either is redone one value at a time. Both must still give
 // ref's values, in the decode and the prefill kernel alike.
@@ -508,7 +531,8 @@ TEST_CASE("the dispatcher names the instruction set it chose and refuses ones it
   auto s = kernels::cpu::linear_with_isa("sse9", nullptr, 0, {}, nullptr, pool);
   CHECK(s.message() == "linear: instruction set 'sse9' does not run on this CPU");
 #if defined(__x86_64__)
-  if (__builtin_cpu_supports("avx512f")) CHECK(isa == "avx512");
+  if (__builtin_cpu_supports("x86-64-v4") && __builtin_cpu_supports("avx512vbmi")) CHECK(isa == "avx512vbmi");
+  else if (__builtin_cpu_supports("avx512f")) CHECK(isa == "avx512");
   else if (__builtin_cpu_supports("avx2")) CHECK(isa == "avx2");
   else CHECK(isa == "generic");
 #else
