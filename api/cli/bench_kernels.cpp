@@ -471,7 +471,8 @@ Status run_kernels_bench(const KernelsBenchOptions& options, std::ostream& out) 
     int copies = options.copies;
     if (copies <= 0) copies = static_cast<int>(std::max<std::uint64_t>(1, (4 * l3.bytes + bytes - 1) / bytes));
     HIPPO_ASSIGN_OR_RETURN(WeightCopies weights,
-                           WeightCopies::make(f->format, options.rows, options.cols, copies, options.seed, bench.isa()));
+                           WeightCopies::make(f->format, options.rows, options.cols, copies, options.seed,
+                                              bench.isa()));
     for (std::int64_t m : options.ms) {
       HIPPO_ASSIGN_OR_RETURN(Measurement r, bench.run(*f, weights, m, x));
       results.push_back(r);
@@ -608,7 +609,8 @@ void add_bench_kernels_command(CLI::App& bench, Invocation& inv) {
                   "Array size of the read-bandwidth probe (0 = max(256MiB, 8x the L3))")
       ->transform(CLI::AsSizeValue(false))
       ->capture_default_str();
-  cmd->add_option("--isa", options->isa, "Force one of the CPU's linear ISAs (avx512vbmi, avx512, avx2, generic); default: dispatch");
+  cmd->add_option("--isa", options->isa,
+                  "Force one of the CPU's linear ISAs (avx512vbmi, avx512, avx2, generic); default: dispatch");
   cmd->add_option("--backend", options->backend,
                   "cpu, or cuda: the GPU kernel on device-resident W and x, against the device's copy bandwidth")
       ->check(CLI::IsMember({"cpu", "cuda"}))

@@ -1,9 +1,10 @@
 // The body of the CPU linear layer, written once with GCC vector extensions and compiled once
-// per instruction set: linear_avx512.cpp, linear_avx2.cpp and linear_generic.cpp each define
-// HIPPO_LINEAR_TARGET (a target attribute, or nothing) before including this file, and compile
-// with -ffp-contract=fast so that a*b+c becomes one FMA. The ISA goes on our functions only, never
-// on the whole file: a -mavx512f file would also compile the std:: templates it uses for AVX-512,
-// and the linker could hand those copies to every caller. Everything here has internal linkage.
+// per instruction set: linear_avx512vbmi.cpp, linear_avx512.cpp, linear_avx2.cpp and
+// linear_generic.cpp each define HIPPO_LINEAR_TARGET (a target attribute, or nothing) before
+// including this file, and compile with -ffp-contract=fast so that a*b+c becomes one FMA. The ISA
+// goes on our functions only, never on the whole file: a -mavx512f file would also compile the
+// std:: templates it uses for AVX-512, and the linker could hand those copies to every caller.
+// Everything here has internal linkage.
 //
 // The reduction order (linear.h): 16 lane chains per output, lane l summing x[c] * W[r, c] for
 // c = l, l + 16, l + 32, ... in order (one FMA each, from 0; a last step past k adds 0 * 0), then
@@ -20,6 +21,8 @@
 //     broadcast. AVX2 reads packed FP4 a scale block at a time through byte lookups of each
 //     code's BF16 bytes (fp4_block), whose lanes come out as a 4 x 4 transpose of each step's
 //     columns: x is read so permuted, and the lane sums are put back before the tree.
+//     AVX-512 with VBMI (linear_avx512vbmi.cpp) reads FP8 64 columns at a time through byte
+//     permutes of each code's BF16 bytes (fp8_group) for one or two rows of x.
 //   - prefill: an outer-product GEMM over decoded panels, one lane at a time. x is repacked once
 //     per call (pack_x) so that a tile's values for one lane are contiguous; a panel of kNr = 2W
 //     weight rows is decoded kKc columns at a time and transposed lane-major (128 KB at most, in
@@ -293,7 +296,8 @@ struct Simd {
     Fp4ByteTables() {
       for (int b = 0; b < 256; ++b)
         for (int code = 0; code < 16; ++code) {
-          const float value = ref::e2m1_to_f32(static_cast<std::uint8_t>(code)) * ref::e8m0_to_f32(static_cast<std::uint8_t>(b));
+          const float value =
+              ref::e2m1_to_f32(static_cast<std::uint8_t>(code)) * ref::e8m0_to_f32(static_cast<std::uint8_t>(b));
           const auto bits = __builtin_bit_cast(std::uint32_t, value);
           lo[b][code] = static_cast<std::uint8_t>(bits >> 16);
           hi[b][code] = static_cast<std::uint8_t>(bits >> 24);
@@ -342,8 +346,9 @@ struct Simd {
   // second. Both halves of a vector take the same 16 bytes, the low nibbles in one, the high in the
   // other; two byte lookups give each code's two BF16 bytes, interleaved into 16-bit words, and each
   // 32-bit lane keeps one word in its high half.
-  HIPPO_LINEAR_TARGET __attribute__((always_inline)) static void fp4_block(const std::uint8_t* src, const Fp4ByteTables& tables,
-                                                                          std::uint8_t scale, Vec (&f)[4]) {
+  HIPPO_LINEAR_TARGET __attribute__((always_inline)) static void fp4_block(const std::uint8_t* src,
+                                                                          const Fp4ByteTables& tables, std::uint8_t scale,
+                                                                          Vec (&f)[4]) {
     static_assert(W == 8 && kFp4ByteDecode, "fp4_block is AVX2's");
 #if defined(__x86_64__)
     if constexpr (W == 8) {
@@ -404,8 +409,9 @@ struct Simd {
 
   // 64 FP8 codes (4 steps of 16 columns) into f[0..4), each step's values as fp8_bits gives them, in
   // lane order; nan gets a bit for each E4M3 NaN code (0x7F, 0xFF), whose rows the caller redoes.
-  HIPPO_LINEAR_TARGET __attribute__((always_inline)) static void fp8_group(const std::uint8_t* src, const Fp8ByteTables& t,
-                                                                          std::uint64_t& nan, Vec (&f)[4]) {
+  HIPPO_LINEAR_TARGET __attribute__((always_inline)) static void fp8_group(const std::uint8_t* src,
+                                                                          const Fp8ByteTables& t, std::uint64_t& nan,
+                                                                          Vec (&f)[4]) {
     static_assert(W == 16 && kFp8ByteDecode, "fp8_group is AVX-512 VBMI's");
 #if defined(__x86_64__) && defined(HIPPO_LINEAR_VBMI)
     if constexpr (W == 16) {
@@ -415,7 +421,8 @@ struct Simd {
       // (maskz forms: g++ 12 warns on the unmasked ones)
       constexpr __mmask64 all = ~__mmask64{0};
       const __m512i codes = _mm512_maskz_permutexvar_epi8(all, _mm512_load_si512(t.perm), raw);
-      const __m512i lo = _mm512_maskz_permutex2var_epi8(all, _mm512_load_si512(t.lo), codes, _mm512_load_si512(t.lo + 64));
+      const __m512i lo =
+          _mm512_maskz_permutex2var_epi8(all, _mm512_load_si512(t.lo), codes, _mm512_load_si512(t.lo + 64));
       const __m512i hi = _mm512_ternarylogic_epi32(  // the magnitude's high byte | (code & 0x80)
           _mm512_maskz_permutex2var_epi8(all, _mm512_load_si512(t.hi), codes, _mm512_load_si512(t.hi + 64)), codes,
           _mm512_set1_epi8(static_cast<char>(0x80)), 0xF8);
