@@ -825,7 +825,10 @@ struct Simd {
 
   template <WeightFormat F, bool Scalar, int MR, bool Lanes = false>
   HIPPO_LINEAR_TARGET static void decode_format(const float* x, const WeightView& w, const LinearOut& y, ThreadPool& pool) {
-    constexpr int NR = kDotRows<std::min(MR, kPassRows<F>), Lanes>;
+    // BF16 for one or two rows of x: one weight row at a time. Its decode is a shift, so even a single
+    // chain of FMAs outruns the bus, and on an AMD EPYC VM one row's stream read BF16 about 1.3x
+    // faster than 8 rows' (docs/BENCHMARKS.md); F32 and FP8 did not gain.
+    constexpr int NR = F == WeightFormat::kBF16 && MR <= 2 ? 1 : kDotRows<std::min(MR, kPassRows<F>), Lanes>;
     const std::int64_t k = w.cols, full = k / 16 * 16;
     alignas(64) float x_tail[MR * 16] = {};
     for (int i = 0; i < MR; ++i) std::copy(x + i * k + full, x + (i + 1) * k, x_tail + 16 * i);
