@@ -174,6 +174,22 @@ struct Simd {
     }
   }
 
+  // AVX2: fp8_bits of 16 bytes into two vectors, widened and shifted as one 256-bit vector (one
+  // conversion from fp16 per half), where two calls of fp8_bits widen and shift 8 bytes each.
+  template <class V>
+  HIPPO_LINEAR_TARGET __attribute__((always_inline)) static void fp8_bits16(const std::uint8_t* src, V (&out)[kV]) {
+#if defined(__x86_64__)
+    if constexpr (W == 8) {
+      const __m256i h = _mm256_and_si256(
+          _mm256_slli_epi16(_mm256_cvtepi8_epi16(_mm_loadu_si128(reinterpret_cast<const __m128i*>(src))), 7),
+          _mm256_set1_epi16(static_cast<short>(0xBF80)));
+      const __m256 f[2] = {_mm256_cvtph_ps(_mm256_castsi256_si128(h)), _mm256_cvtph_ps(_mm256_extracti128_si256(h, 1))};
+      std::memcpy(&out[0], &f[0], sizeof f[0]);
+      std::memcpy(&out[1], &f[1], sizeof f[1]);
+    }
+#endif
+  }
+
   // 16 bytes at a time: lanes 0xFF where a byte is an E4M3 NaN code.
   typedef std::uint8_t Bytes16 __attribute__((vector_size(16)));
 
@@ -508,8 +524,12 @@ struct Simd {
     } else if constexpr (F == WeightFormat::kFp8Block) {
       static_assert(kVectorDecode, "4-lane vectors decode FP8 one value at a time");
       // Without the scale: dot_rows multiplies by x scaled (scale_x_fp8) and checks the codes.
+      if constexpr (W == 8) {
+        fp8_bits16(r.bytes + c, out);
+      } else {
 #pragma GCC unroll 4
-      for (int q = 0; q < kV; ++q) out[q] = fp8_bits(r.bytes + c + q * W);
+        for (int q = 0; q < kV; ++q) out[q] = fp8_bits(r.bytes + c + q * W);
+      }
     } else {
       static_assert(F == WeightFormat::kFp4Row32 && kVectorDecode, "4-lane vectors decode FP4 one value at a time");
       const Vec table = fp4_table(*r.fp4, r.scales[c >> 5]);
