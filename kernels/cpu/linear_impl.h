@@ -854,9 +854,9 @@ struct Simd {
     for (int i = 0; i < MR; ++i) std::copy(x + i * k + full, x + (i + 1) * k, x_tail + 16 * i);
     const std::int64_t groups = (w.rows + NR - 1) / NR;
     // Packed FP4 on AVX2 (kFp4Blocks) reads x with each step's columns in kFp4BlockLanes order.
-    thread_local std::vector<float> x_lanes_buffer;
     const float* x_lanes = nullptr;  // (the workers' own thread_local would be another vector)
     if constexpr (kFp4Blocks<F, Scalar, Lanes>) {
+      thread_local std::vector<float> x_lanes_buffer;
       x_lanes_buffer.resize(static_cast<std::size_t>(MR * k));
       for (std::int64_t c = 0; c < MR * k; c += 16)
         for (int j = 0; j < 16; ++j) x_lanes_buffer[c + j] = x[c + kFp4BlockLanes[j]];
