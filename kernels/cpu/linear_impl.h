@@ -788,6 +788,8 @@ struct Simd {
   // at once faster: half as many (AVX2, whose lookup is four instructions, keeps 8). More rows of
   // x: as many accumulators as the registers hold (16 of AVX-512's 32), since every step loads each
   // row of x once for all NR weight rows, and x (16 KB per row at k = 4096) falls out of the L1.
+  // (BF16 with one or two rows of x takes one weight row instead: decode_format, which knows the
+  // whole height; an AVX2 pass of two rows of x at m = 4 looks the same from here.)
   template <int MR, bool Lanes>
   static constexpr int kDotRows = static_cast<int>(
       std::bit_floor(MR == 1 ? std::max(1u, (Lanes && W == 16 ? 4u : 8u) / kV) : std::max(1u, (W == 16 ? 16u : 8u) / (MR * kV))));
