@@ -154,7 +154,8 @@ class Backend {
   // The model's weight `w`, whose bytes stay unchanged while the backend lives (Model::load calls it
   // for every matrix it will pass to linear). A device backend uploads it once and from then on
   // reads its own copy for any view inside those bytes; the CPU backend does the same for FP4 codes
-  // (in lane order, fp4_lane_copies.h) and reads the others in place. True when the backend will
+  // (in lane order, fp4_lane_copies.h), marks FP8 weights' special blocks (fp8_special_blocks.h) and
+  // reads the others, and FP8 codes, in place. True when the backend will
   // not read w's codes (w.data) again, so that the caller may drop their pages. Views never kept
   // are read where they are, every call.
   virtual Result<bool> keep_weight(const WeightView& w) {

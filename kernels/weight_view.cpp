@@ -26,6 +26,8 @@ Status WeightView::validate() const {
   if (data == nullptr) return make_error(ErrorCode::kInvalidArgument, "{} weight: no data", name);
   if (lane_order && (format != WeightFormat::kFp4Row32 || row_stride != 0))
     return make_error(ErrorCode::kInvalidArgument, "{} weight: only packed FP4 rows come in lane order", name);
+  if (fp8_special_blocks != nullptr && format != WeightFormat::kFp8Block)
+    return make_error(ErrorCode::kInvalidArgument, "{} weight: only FP8 views mark special blocks", name);
   if (row_stride != 0 && format != WeightFormat::kFp4Row32)
     return make_error(ErrorCode::kInvalidArgument, "{} weight: only FP4 rows take a row stride", name);
   switch (format) {
@@ -83,6 +85,7 @@ WeightView weight_rows(const WeightView& view, std::int64_t first, std::int64_t 
       const std::int64_t scale_cols = (view.cols + view.block - 1) / view.block;
       rows.data = bytes + first * view.cols;
       rows.scales = view.scales + (first / view.block) * scale_cols;
+      if (view.fp8_special_blocks != nullptr) rows.fp8_special_blocks = view.fp8_special_blocks + (first / view.block) * scale_cols;
       break;
     }
     case WeightFormat::kFp4Row32:
@@ -91,6 +94,23 @@ WeightView weight_rows(const WeightView& view, std::int64_t first, std::int64_t 
       break;
   }
   return rows;
+}
+
+void mark_fp8_special_blocks(const WeightView& w, std::int64_t first, std::int64_t count, std::uint8_t* out) {
+  HIPPO_CHECK(w.format == WeightFormat::kFp8Block && first % w.block == 0 && first + count <= w.rows,
+              "mark_fp8_special_blocks: whole blocks of an FP8 view's rows");
+  const std::int64_t scale_cols = (w.cols + w.block - 1) / w.block;
+  const auto* bytes = static_cast<const std::uint8_t*>(w.data);
+  for (std::int64_t rb = first / w.block; rb * w.block < first + count; ++rb)
+    for (std::int64_t cb = 0; cb < scale_cols; ++cb) {
+      bool special = false;
+      for (std::int64_t r = rb * w.block; r < std::min(w.rows, (rb + 1) * w.block) && !special; ++r)
+        for (std::int64_t c = cb * w.block; c < std::min(w.cols, (cb + 1) * w.block); ++c) {
+          const std::uint8_t magnitude = bytes[r * w.cols + c] & 0x7F;
+          special |= magnitude < 0x08 || magnitude == 0x7F;  // exponent 0, or NaN
+        }
+      out[rb * scale_cols + cb] = special ? 1 : 0;
+    }
 }
 
 }  // namespace hippo::kernels

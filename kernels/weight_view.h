@@ -32,11 +32,21 @@ struct WeightView {
   // kFp4Row32, packed rows only: the codes in lane order (fp4_code below), the layout the CPU
   // backend keeps its copies of FP4 weights in (fp4_to_lane_order).
   bool lane_order = false;
+  // kFp8Block, optional: one byte per scale block (laid out as the scales), nonzero where the block
+  // holds a code whose exponent bits are 0 (zero, subnormals) or a NaN, which the CPU decode's byte
+  // table does not take (fp8_special_blocks below; the CPU backend keeps them for the model's FP8
+  // weights). Null: not known, and every block is decoded the general way.
+  const std::uint8_t* fp8_special_blocks = nullptr;
 
   // Checks the view against its format's rules (positive shape, scales present, FP4 column count
   // a multiple of 32, FP8 block positive). Kernels assume a validated view.
   Status validate() const;
 };
+
+// Marks each scale block of an FP8 view that holds a special code (WeightView::fp8_special_blocks)
+// in out, scale_span_bytes(w) bytes: 1 where it does, 0 elsewhere. Rows [first, first + count)
+// only (whole blocks of rows, or to the end), so that threads can share the work.
+void mark_fp8_special_blocks(const WeightView& w, std::int64_t first, std::int64_t count, std::uint8_t* out);
 
 // Bytes from one FP4 row's codes to the next's, and from its scales to the next's.
 inline std::int64_t fp4_code_stride(const WeightView& w) { return w.row_stride != 0 ? w.row_stride : w.cols / 2; }

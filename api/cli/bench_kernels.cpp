@@ -4,9 +4,11 @@
 // before and after the kernels; the higher figure counts).
 // Decode (small m) is bound by reading W, prefill (large m) by the FMAs.
 //
-// Method. W [rows, cols] holds random valid bytes of its format (f32 and bf16: normal values; fp8
-// E4M3 without the NaN codes 0x7F/0xFF, 32 × 32 E8M0 blocks; fp4 E2M1 with an E8M0 scale per 32;
-// scales 2^-7..2^3; fp4 codes as the CPU backend keeps them for the ISA), x [m, cols] random
+// Method. W [rows, cols] holds random valid bytes of its format (f32 and bf16: normal values; fp8:
+// normal values quantised as a checkpoint holds them, each 32 × 32 block to E4M3 under the E8M0
+// scale that puts its largest magnitude in (224, 448], so that zeros and subnormals are as rare as
+// there, with the special blocks marked where the CPU backend would mark them for the ISA; fp4 E2M1
+// with an E8M0 scale per 32, scales 2^-7..2^3, codes as the CPU backend keeps them for the ISA), x [m, cols] random
 // normal fp32, all seeded. Decode must read DRAM, not the
 // cache: when W is smaller than 4x the L3 (its size from sysfs, 32 MiB when sysfs does not say),
 // the bench keeps several distinct copies of W and rotates through them, call after call, so that
@@ -29,6 +31,7 @@
 #include "kernels/cuda/linear_timing.h"
 #endif
 #include "kernels/ref/linear_ref.h"
+#include "kernels/ref/numeric_formats.h"
 #include "kernels/weight_view.h"
 
 #include <boost/json/serialize.hpp>
@@ -178,6 +181,11 @@ class WeightCopies {
     std::uint8_t* data = w.bytes_.get();
     std::uint8_t* scales = data + data_stride;
     fill(format, rows, cols, seed, data, scales, w.sizes_);
+    if (format == WeightFormat::kFp8Block && kernels::cpu::fp8_special_blocks_pay(isa)) {
+      w.fp8_special_blocks_.resize(w.sizes_.scales);
+      kernels::mark_fp8_special_blocks(WeightView{format, data, scales, rows, cols, kFp8Block}, 0, rows,
+                                       w.fp8_special_blocks_.data());
+    }
     const bool lane_order = format == WeightFormat::kFp4Row32 && kernels::cpu::fp4_lane_order_pays(isa);
     if (lane_order) {
       std::vector<std::uint8_t> packed(data, data + w.sizes_.data);
@@ -190,6 +198,7 @@ class WeightCopies {
       WeightView view{format, base, w.sizes_.scales > 0 ? base + data_stride : nullptr, rows, cols,
                       format == WeightFormat::kFp8Block ? kFp8Block : 0};
       view.lane_order = lane_order;
+      if (!w.fp8_special_blocks_.empty()) view.fp8_special_blocks = w.fp8_special_blocks_.data();  // the copies' bytes are equal
       HIPPO_RETURN_IF_ERROR(view.validate());
       w.views_.push_back(view);
     }
@@ -219,22 +228,40 @@ class WeightCopies {
       }
       return;
     }
+    if (format == WeightFormat::kFp8Block) return fill_fp8(rows, cols, seed, data, scales);
     SplitMix64 rng{seed};
     for (std::size_t i = 0; i < sizes.data; i += 8) {
       const std::uint64_t r = rng.next();
       std::memcpy(data + i, &r, std::min<std::size_t>(8, sizes.data - i));
     }
-    if (format == WeightFormat::kFp8Block) {
-      for (std::size_t i = 0; i < sizes.data; ++i)
-        if ((data[i] & 0x7F) == 0x7F) data[i] ^= 0x01;  // 0x7F/0xFF are NaN: 0x7E/0xFE (±448) instead
-    }
     for (std::size_t i = 0; i < sizes.scales; ++i) scales[i] = static_cast<std::uint8_t>(120 + rng.next() % 11);
+  }
+
+  static void fill_fp8(std::int64_t rows, std::int64_t cols, std::uint64_t seed, std::uint8_t* data, std::uint8_t* scales) {
+    std::mt19937_64 rng(seed);
+    std::normal_distribution<float> normal(0.0f, 1.0f);
+    std::vector<float> values(static_cast<std::size_t>(rows * cols));
+    for (float& v : values) v = normal(rng);
+    const std::int64_t scale_cols = ceil_div(cols, kFp8Block);
+    for (std::int64_t rb = 0; rb < ceil_div(rows, kFp8Block); ++rb)
+      for (std::int64_t cb = 0; cb < scale_cols; ++cb) {
+        const std::int64_t r1 = std::min(rows, (rb + 1) * kFp8Block), c1 = std::min(cols, (cb + 1) * kFp8Block);
+        float amax = 0;
+        for (std::int64_t r = rb * kFp8Block; r < r1; ++r)
+          for (std::int64_t c = cb * kFp8Block; c < c1; ++c) amax = std::max(amax, std::fabs(values[r * cols + c]));
+        const int exponent = static_cast<int>(std::ceil(std::log2(amax / 448.0f)));
+        scales[rb * scale_cols + cb] = static_cast<std::uint8_t>(127 + exponent);
+        for (std::int64_t r = rb * kFp8Block; r < r1; ++r)
+          for (std::int64_t c = cb * kFp8Block; c < c1; ++c)
+            data[r * cols + c] = kernels::ref::f32_to_e4m3fn(std::ldexp(values[r * cols + c], -exponent));
+      }
   }
 
   WeightSizes sizes_;
   std::size_t stride_ = 0;
   std::unique_ptr<std::uint8_t, FreeDeleter> bytes_;
   std::vector<WeightView> views_;
+  std::vector<std::uint8_t> fp8_special_blocks_;
 };
 
 struct Check {

@@ -1,6 +1,7 @@
 #include "kernels/cpu/cpu_backend.h"
 
 #include "kernels/cpu/fp4_lane_copies.h"
+#include "kernels/cpu/fp8_special_blocks.h"
 #include "kernels/cpu/kv_entries.h"
 #include "kernels/cpu/linear.h"
 #include "kernels/cpu/model_ops.h"
@@ -36,21 +37,26 @@ class CpuBackend final : public Backend {
   bool supports(WeightFormat) const override { return true; }
   bool supports(TableFormat) const override { return true; }
 
-  // FP4 weights are read from a copy in lane order (fp4_lane_copies.h) where that pays.
+  // FP4 weights are read from a copy in lane order (fp4_lane_copies.h) and FP8 weights in place with
+  // their special blocks marked (fp8_special_blocks.h), where that pays.
   Result<bool> keep_weight(const WeightView& w) override {
-    if (!cpu::fp4_lane_order_pays(cpu::linear_isa())) return false;
+    const std::string isa = cpu::linear_isa();
     try {
-      return fp4_copies_.keep(w, pool_);
+      if (w.format == WeightFormat::kFp8Block) {
+        if (cpu::fp8_special_blocks_pay(isa)) fp8_blocks_.keep(w, pool_);
+        return false;  // its codes are still read where they are
+      }
+      return cpu::fp4_lane_order_pays(isa) && fp4_copies_.keep(w, pool_);
     } catch (const std::bad_alloc&) {
-      return make_error(ErrorCode::kResourceExhausted, "CPU backend: no memory for the lane-order copy of a {} x {} FP4 weight",
-                        w.rows, w.cols);
+      return make_error(ErrorCode::kResourceExhausted, "CPU backend: no memory for what it keeps of a {} x {} {} weight",
+                        w.rows, w.cols, weight_format_name(w.format));
     }
   }
   void linear(const float* x, std::int64_t m, const WeightView& w, float* y) override {
-    if (m > 0) cpu::linear(x, m, fp4_copies_.find(w), y, pool_);
+    if (m > 0) cpu::linear(x, m, kept(w), y, pool_);
   }
   void linear_rows(const float* x, std::int64_t m, const WeightView& w, float* const* y_rows) override {
-    if (m > 0) cpu::linear_rows(x, m, fp4_copies_.find(w), y_rows, pool_);
+    if (m > 0) cpu::linear_rows(x, m, kept(w), y_rows, pool_);
   }
   void rms_norm(const float* x, std::int64_t rows, std::int64_t n, const float* weight, float eps, float* out) override {
     cpu::rms_norm(x, rows, n, weight, eps, out);
@@ -107,7 +113,13 @@ class CpuBackend final : public Backend {
 
  private:
   ThreadPool pool_;
+  // w as the kernels read it: from the lane-order copy, or with its FP8 blocks marked, where kept.
+  WeightView kept(const WeightView& w) const {
+    return w.format == WeightFormat::kFp8Block ? fp8_blocks_.find(w) : fp4_copies_.find(w);
+  }
+
   Fp4LaneCopies fp4_copies_;
+  Fp8SpecialBlocks fp8_blocks_;
 };
 
 }  // namespace

@@ -44,6 +44,11 @@ std::string linear_isa();
 // through byte lookups that cost less than its lane-order permutes, so it needs no copy.
 bool fp4_lane_order_pays(const std::string& isa);
 
+// Whether linear() on this instruction set decodes FP8 weights faster with their special blocks
+// marked (weight_view.h's fp8_special_blocks): AVX2 and AVX-512 without VBMI, which then read the
+// unmarked blocks through a byte table (AVX-512 VBMI's byte permutes take every code).
+bool fp8_special_blocks_pay(const std::string& isa);
+
 // Every instruction set this CPU can run, best first, and linear() or decode_rows_transposed() forced onto one of them
 // (tests compare each against kernels/ref; benchmarks compare them with one another).
 std::vector<std::string> runnable_linear_isas();

@@ -2,7 +2,7 @@
 // vector, panels of 32 weight rows and tiles of 8 rows of x (16 of the 32 vector registers hold
 // accumulators; -ffp-contract=fast from kernels/CMakeLists.txt).
 #if defined(__x86_64__)
-#define HIPPO_LINEAR_TARGET __attribute__((target("avx512f,fma")))
+#define HIPPO_LINEAR_TARGET __attribute__((target("avx512f,avx512bw,fma")))
 #else  // never dispatched to off x86; compiled generic so the build stays whole
 #define HIPPO_LINEAR_TARGET
 #endif

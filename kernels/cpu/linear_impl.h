@@ -22,7 +22,9 @@
 //     code's BF16 bytes (fp4_block), whose lanes come out as a 4 x 4 transpose of each step's
 //     columns: x is read so permuted, and the lane sums are put back before the tree.
 //     AVX-512 with VBMI (linear_avx512vbmi.cpp) reads FP8 64 columns at a time through byte
-//     permutes of each code's BF16 bytes (fp8_group) for one or two rows of x.
+//     permutes of each code's BF16 bytes (fp8_group) for one or two rows of x; AVX2, and AVX-512
+//     without VBMI for one or two rows, read the FP8 blocks the view does not mark as special
+//     through one 16-entry byte table (fp8_tile).
 //   - prefill: an outer-product GEMM over decoded panels, one lane at a time. x is repacked once
 //     per call (pack_x) so that a tile's values for one lane are contiguous; a panel of kNr = 2W
 //     weight rows is decoded kKc columns at a time and transposed lane-major (128 KB at most, in
@@ -453,6 +455,93 @@ struct Simd {
 #endif
   }
 
+  // The FP8 decode through one 16-entry byte table (fp8_tile; AVX2, and AVX-512 without VBMI for
+  // one or two rows of x): fp8_bits' value of a code with exponent bits 1..15 (E4M3 times 2^-8; its fp32
+  // exponent is 112 + e) is a BF16 whose high byte is the sign, 0x38 and e >> 1, a function of the
+  // code's high nibble, and whose low byte is the code's low nibble (e's bit 0 and the mantissa)
+  // times 16. Exponent 0 (zero, subnormals) and the NaN codes come out wrong: the view's
+  // fp8_special_blocks marks the scale blocks that hold any, whose columns go through fp8_bits.
+  static constexpr bool kFp8TileDecode =
+#if defined(__x86_64__)
+      W == 8 || W == 16;
+#else
+      false;
+#endif
+  // The decode's constants, loaded from memory (a broadcast from an immediate takes three
+  // instructions where the registers run short). table: the high byte per high nibble; order:
+  // within each 16-byte lane, the byte shuffle that (with a qword permute on AVX2, after a dword
+  // permute on AVX-512) puts the codes of one vector at even bytes and of the next at odd ones,
+  // which the byte interleave and the 16-bit shift then deliver in column order.
+  struct Fp8TileConstants {
+    alignas(64) std::uint8_t table[64];
+    alignas(64) std::uint8_t order[64];
+    alignas(64) std::uint8_t low_nibble[64];
+    alignas(64) std::uint32_t high_word[16];
+    Fp8TileConstants() {
+      constexpr std::uint8_t kOrder[16] = {0, 8, 1, 9, 2, 10, 3, 11, 4, 12, 5, 13, 6, 14, 7, 15};
+      constexpr std::uint8_t kOrder512[16] = {0, 4, 1, 5, 2, 6, 3, 7, 8, 12, 9, 13, 10, 14, 11, 15};
+      for (int b = 0; b < 64; ++b) {
+        const int nibble = b % 16;
+        table[b] = static_cast<std::uint8_t>((nibble & 8) << 4 | 0x38 | (nibble & 7));
+        order[b] = W == 8 ? kOrder[nibble] : kOrder512[nibble];
+        low_nibble[b] = 0x0F;
+      }
+      for (std::uint32_t& word : high_word) word = 0xFFFF0000u;
+    }
+  };
+
+  static const Fp8TileConstants& fp8_tile_constants() {
+    static const Fp8TileConstants constants;
+    return constants;
+  }
+
+  // 4 W FP8 codes (columns c .. c + 4 W, none special) into f[0..4), f[v] the values fp8_bits gives
+  // for columns c + v W ..: the codes placed (fp8_tile_constants' order), one table lookup by the
+  // high nibble and a shift of the low one give their BF16 bytes, interleaved into 16-bit words,
+  // and each 32-bit lane keeps one word in its high half.
+  HIPPO_LINEAR_TARGET __attribute__((always_inline)) static void fp8_tile(const std::uint8_t* src,
+                                                                         const Fp8TileConstants& constants, Vec (&f)[4]) {
+    static_assert(kFp8TileDecode, "fp8_tile is AVX2's and AVX-512's");
+#if defined(__x86_64__)
+    if constexpr (W == 8) {
+      // AVX2: lane 0 ends with columns 0-3 and 8-11 of both 16-column steps, lane 1 with 4-7 and 12-15.
+      const __m256i placed = _mm256_permute4x64_epi64(
+          _mm256_shuffle_epi8(_mm256_loadu_si256(reinterpret_cast<const __m256i*>(src)),
+                              _mm256_load_si256(reinterpret_cast<const __m256i*>(constants.order))),
+          0xD8);
+      const __m256i low_nibble = _mm256_load_si256(reinterpret_cast<const __m256i*>(constants.low_nibble));
+      const __m256i hi = _mm256_shuffle_epi8(_mm256_load_si256(reinterpret_cast<const __m256i*>(constants.table)),
+                                             _mm256_and_si256(_mm256_srli_epi16(placed, 4), low_nibble));
+      const __m256i lo = _mm256_slli_epi16(_mm256_and_si256(placed, low_nibble), 4);
+      const __m256i words[2] = {_mm256_unpacklo_epi8(lo, hi), _mm256_unpackhi_epi8(lo, hi)};
+      const __m256i high_word = _mm256_load_si256(reinterpret_cast<const __m256i*>(constants.high_word));
+      for (int h = 0; h < 2; ++h) {
+        const __m256i even = _mm256_slli_epi32(words[h], 16), odd = _mm256_and_si256(words[h], high_word);
+        std::memcpy(&f[2 * h], &even, sizeof even);
+        std::memcpy(&f[2 * h + 1], &odd, sizeof odd);
+      }
+    } else if constexpr (W == 16) {
+      // AVX-512: lane L gathers columns 4 L .. 4 L + 3 of each of the four steps.
+      // (maskz forms: g++ 12 warns on the unmasked ones)
+      constexpr __mmask64 all = ~__mmask64{0};
+      const __m512i dwords = _mm512_maskz_permutexvar_epi32(
+          0xFFFF, _mm512_setr_epi32(0, 4, 8, 12, 1, 5, 9, 13, 2, 6, 10, 14, 3, 7, 11, 15), _mm512_loadu_si512(src));
+      const __m512i placed = _mm512_maskz_shuffle_epi8(all, dwords, _mm512_load_si512(constants.order));
+      const __m512i low_nibble = _mm512_load_si512(constants.low_nibble);
+      const __m512i hi = _mm512_maskz_shuffle_epi8(
+          all, _mm512_load_si512(constants.table), _mm512_and_si512(_mm512_maskz_srli_epi16(0xFFFFFFFF, placed, 4), low_nibble));
+      const __m512i lo = _mm512_maskz_slli_epi16(0xFFFFFFFF, _mm512_and_si512(placed, low_nibble), 4);
+      const __m512i words[2] = {_mm512_unpacklo_epi8(lo, hi), _mm512_unpackhi_epi8(lo, hi)};
+      const __m512i high_word = _mm512_load_si512(constants.high_word);
+      for (int h = 0; h < 2; ++h) {
+        const __m512i even = _mm512_maskz_slli_epi32(0xFFFF, words[h], 16), odd = _mm512_and_si512(words[h], high_word);
+        std::memcpy(&f[2 * h], &even, sizeof even);
+        std::memcpy(&f[2 * h + 1], &odd, sizeof odd);
+      }
+    }
+#endif
+  }
+
   // W[row, c0 .. c1) into out[0, c1 - c0), one value at a time: tails and odd FP8 blocks.
   static void decode_scalar(const WeightView& w, const DecodeTables& tables, std::int64_t row, std::int64_t c0,
                             std::int64_t c1, float* out) {
@@ -711,7 +800,53 @@ struct Simd {
         }
       }
     }
-    const std::int64_t blocks_end = kBlocks ? k : kFp8Groups ? groups_end : lanes_end;
+    // FP8 through fp8_tile, 4 W columns at a time, where the view marks the scale blocks it cannot
+    // take (block edges of 32 columns or a multiple: a group then spans two blocks at most); the
+    // columns of a marked block go through fp8_bits, NaN codes noted. Not for AVX-512 past two rows
+    // of x, where 16 accumulators beside its constants ran slower than fp8_bits.
+    constexpr bool kFp8Tiles = kFastFp8 && !kFp8Groups && kFp8TileDecode && (W == 8 || MR <= 2);
+    const std::int64_t tiles_end =
+        kFp8Tiles && w.fp8_special_blocks != nullptr && w.block % 32 == 0 ? full / (4 * W) * (4 * W) : 0;
+    if constexpr (kFp8Tiles) {
+      const Fp8TileConstants& constants = fp8_tile_constants();
+      const int shift = __builtin_ctzll(static_cast<unsigned long long>(w.block));
+      const std::uint8_t* special =
+          tiles_end > 0 ? w.fp8_special_blocks + (r0 >> shift) * ((k + w.block - 1) >> shift) : nullptr;
+      for (std::int64_t c = 0; c < tiles_end; c += 4 * W) {
+        if (c % 64 == 0)
+#pragma GCC unroll 8
+          for (int j = 0; j < NR; ++j) __builtin_prefetch(rows[j].bytes + ahead + c);
+        if (__builtin_expect((special[c >> shift] | special[(c + 4 * W - 1) >> shift]) == 0, 1)) {
+#pragma GCC unroll 8
+          for (int j = 0; j < NR; ++j) {
+            Vec f[4];
+            fp8_tile(rows[j].bytes + c, constants, f);
+            // x read again for each weight row (from the L1), as the FMAs' memory operands: held in
+            // registers across the rows, it pushed the accumulators out to the stack.
+            const float* xj = xv;
+            __asm__ volatile("" : "+r"(xj));
+#pragma GCC unroll 8
+            for (int i = 0; i < MR; ++i)
+#pragma GCC unroll 4
+              for (int v = 0; v < 4; ++v) acc[i][j][v % kV] += load(xj + i * k + c + v * W) * f[v];
+          }
+        } else {
+#pragma GCC unroll 8
+          for (int j = 0; j < NR; ++j) {
+            Vec f[4];
+#pragma GCC unroll 4
+            for (int v = 0; v < 4; ++v) f[v] = fp8_bits(rows[j].bytes + c + v * W);
+#pragma GCC unroll 4
+            for (int b = 0; b < 4 * W; b += 16) fp8_nan |= fp8_nan_lanes(rows[j].bytes + c + b);
+#pragma GCC unroll 8
+            for (int i = 0; i < MR; ++i)
+#pragma GCC unroll 4
+              for (int v = 0; v < 4; ++v) acc[i][j][v % kV] += load(xv + i * k + c + v * W) * f[v];
+          }
+        }
+      }
+    }
+    const std::int64_t blocks_end = kBlocks ? k : kFp8Groups ? groups_end : kFp8Tiles ? tiles_end : lanes_end;
     if constexpr (kBlocks) {
       const Fp4ByteTables& byte_tables = fp4_byte_tables();
       for (std::int64_t c = 0; c < k; c += 32) {

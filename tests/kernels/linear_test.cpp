@@ -6,6 +6,7 @@
 
 #include <catch2/catch.hpp>
 
+#include <algorithm>
 #include <cmath>
 #include <cstring>
 #include <limits>
@@ -381,6 +382,85 @@ TEST_CASE("the fp4 decode gives every code at every scale as the reference does"
   }
 }
 
+namespace {
+
+// Normal E4M3 codes only (exponent 1..15, not NaN), both signs, every one of them in turn: the
+// codes the FP8 byte table decodes (linear_impl.h's fp8_tile).
+void fill_normal_fp8(std::vector<std::uint8_t>& codes) {
+  for (std::size_t i = 0; i < codes.size(); ++i) {
+    const auto magnitude = static_cast<std::uint8_t>(0x08 + (i * 7) % 0x77);  // 0x08 .. 0x7E
+    codes[i] = static_cast<std::uint8_t>(magnitude | ((i / 3) % 2) << 7);
+  }
+}
+
+}  // namespace
+
+// The FP8 decode reads blocks of normal codes through a byte table where the view marks the blocks
+// that are not (zero, subnormals, NaN: WeightView::fp8_special_blocks); marked or not, every row
+// must come out with the same bits, for every ISA and decode height, and every code exactly.
+TEST_CASE("fp8 weights with their special blocks marked give the same bits", "[linear]") {
+  std::mt19937 rng(41);
+  kernels::cpu::ThreadPool pool(2);
+  const std::int64_t n = 70, k = 2083;  // 3 row blocks (the last partial), 66 column blocks, a tail
+  TestWeight w(WeightFormat::kFp8Block, n, k, rng);
+  fill_normal_fp8(w.data);
+  const std::int64_t scale_cols = 66;
+  const struct {
+    std::int64_t row, col;
+    std::uint8_t code;
+  } specials[] = {{3, 40, 0x00}, {40, 1000, 0x80}, {33, 70, 0x01}, {69, 2082, 0x87}, {10, 600, 0x7F}};
+  for (const auto& s : specials) w.data[static_cast<std::size_t>(s.row * k + s.col)] = s.code;
+  std::vector<std::uint8_t> marks(w.scales.size(), 0xAA);
+  kernels::mark_fp8_special_blocks(w.view, 0, 32, marks.data());
+  kernels::mark_fp8_special_blocks(w.view, 32, n - 32, marks.data());
+  std::vector<std::uint8_t> want_marks(w.scales.size(), 0);
+  for (const auto& s : specials) want_marks[static_cast<std::size_t>(s.row / 32 * scale_cols + s.col / 32)] = 1;
+  CHECK(marks == want_marks);
+  WeightView marked = w.view;
+  marked.fp8_special_blocks = marks.data();
+  REQUIRE(marked.validate().ok());
+  CHECK(kernels::weight_rows(marked, 32, 38).fp8_special_blocks == marks.data() + scale_cols);
+
+  const auto x = random_x(13, k, rng);
+  for (const std::string& isa : kernels::cpu::runnable_linear_isas())
+    for (std::int64_t m : {1, 2, 3, 4, 8, 13}) {
+      INFO(isa << " m=" << m);
+      std::vector<float> plain(static_cast<std::size_t>(m * n)), got(plain.size());
+      REQUIRE(kernels::cpu::linear_with_isa(isa, x.data(), m, w.view, plain.data(), pool).ok());
+      REQUIRE(kernels::cpu::linear_with_isa(isa, x.data(), m, marked, got.data(), pool).ok());
+      for (std::int64_t i = 0; i < m; ++i)
+        for (std::int64_t r = 0; r < n; ++r) {
+          const std::size_t at = static_cast<std::size_t>(i * n + r);
+          if (r == 10) CHECK(std::isnan(got[at]));  // its NaN code
+          else CHECK(std::memcmp(&got[at], &plain[at], sizeof(float)) == 0);
+        }
+    }
+
+  // x = unit rows picks out single weights: every normal code, at several scales, exactly.
+  const std::int64_t kn = 40, kk = 192;
+  TestWeight small(WeightFormat::kFp8Block, kn, kk, rng);
+  fill_normal_fp8(small.data);
+  std::vector<std::uint8_t> small_marks(small.scales.size());
+  kernels::mark_fp8_special_blocks(small.view, 0, kn, small_marks.data());
+  CHECK(std::all_of(small_marks.begin(), small_marks.end(), [](std::uint8_t b) { return b == 0; }));
+  WeightView small_marked = small.view;
+  small_marked.fp8_special_blocks = small_marks.data();
+  std::vector<float> eye(static_cast<std::size_t>(kk * kk), 0.0f), y(static_cast<std::size_t>(kk * kn));
+  for (std::int64_t c = 0; c < kk; ++c) eye[c * kk + c] = 1.0f;
+  for (const std::string& isa : kernels::cpu::runnable_linear_isas())
+    for (std::int64_t m : {1, 2, 4}) {
+      INFO(isa << " unit rows, m=" << m);
+      std::int64_t wrong = 0;
+      for (std::int64_t c0 = 0; c0 < kk; c0 += m) {
+        REQUIRE(kernels::cpu::linear_with_isa(isa, &eye[c0 * kk], m, small_marked, y.data(), pool).ok());
+        for (std::int64_t i = 0; i < m; ++i)
+          for (std::int64_t r = 0; r < kn; ++r)
+            if (y[i * kn + r] != kernels::ref::weight_at(small.view, r, c0 + i)) ++wrong;
+      }
+      CHECK(wrong == 0);
+    }
+}
+
 TEST_CASE("weight_rows slices give the rows of the whole matrix", "[linear]") {
   std::mt19937 rng(19);
   kernels::cpu::ThreadPool pool(2);
@@ -417,6 +497,9 @@ TEST_CASE("weight views are validated with clear messages", "[linear]") {
         "f32 weight: only FP4 rows take a row stride");
   CHECK(WeightView{WeightFormat::kFp4Row32, bytes, bytes, 2, 64, 0, 20}.validate().message() ==
         "fp4-e2m1-row32 weight: row stride 20 is shorter than a row's 32 code bytes");
+  WeightView marked_fp4{WeightFormat::kFp4Row32, bytes, bytes, 2, 64, 0};
+  marked_fp4.fp8_special_blocks = bytes;
+  CHECK(marked_fp4.validate().message() == "fp4-e2m1-row32 weight: only FP8 views mark special blocks");
 }
 
 // FP4 rows kept as records (codes, then scales, then anything: the session's index keys) are read
