@@ -821,10 +821,10 @@ struct Simd {
           for (int j = 0; j < NR; ++j) {
             Vec f[4];
             fp8_tile(rows[j].bytes + c, constants, f);
-            // x read again for each weight row (from the L1), as the FMAs' memory operands: held in
-            // registers across the rows, it pushed the accumulators out to the stack.
+            // AVX2 reads x again for each weight row (from the L1), as the FMAs' memory operands:
+            // held in registers across the rows, it pushed the accumulators out to the stack.
             const float* xj = xv;
-            __asm__ volatile("" : "+r"(xj));
+            if constexpr (W == 8) __asm__ volatile("" : "+r"(xj));
 #pragma GCC unroll 8
             for (int i = 0; i < MR; ++i)
 #pragma GCC unroll 4
