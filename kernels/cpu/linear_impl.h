@@ -10,8 +10,9 @@
 // c = l, l + 16, l + 32, ... in order (one FMA each, from 0; a last step past k adds 0 * 0), then
 // one fixed tree over the 16 lanes. Both kernels below keep it, so a row's result does not depend
 // on which of them ran, nor on W (AVX2 and AVX-512 give the same bits):
-//   - decode (m <= kSmallM = 8): dot products straight from the weight bytes. Each step decodes 16
-//     columns of NR rows into registers (exact: the values of kernels/ref; FP8: the values times
+//   - decode (m <= kSmallM = 8, and up to decode_passes_max rows in passes of at most 8): dot
+//     products straight from the weight bytes. Each step decodes 16 columns of NR rows into
+//     registers (exact: the values of kernels/ref; FP8: the values times
 //     2^-8, against x scaled per block by 2^8 times the scale, the same products) and adds them
 //     times the same 16 columns of every row of x, lane l of each vector being lane l's chain. No
 //     transposes, no buffers: the weights stream from memory once, and about 8 accumulator
@@ -1306,10 +1307,37 @@ struct Simd {
 // Rows of x up to which linear() takes the decode kernel.
 constexpr std::int64_t kSmallM = 8;
 
+// Rows of x up to which linear() still takes the decode kernel, in passes of at most kSmallM rows
+// that each read W again, rather than the prefill GEMM: its panels' decoding and transposing cost a
+// W-sized pass of their own, about what 16 (F32; BF16 on AVX2, whose decode passes take two rows
+// of x at a time), 32 (BF16, FP8) or 64 (FP4) rows of decode cost (`hippo bench kernels --m
+// 8,9,16,32,64`, docs/BENCHMARKS.md). The bits are the same either way.
+template <int W>
+constexpr std::int64_t decode_passes_max(WeightFormat format) {
+  switch (format) {
+    case WeightFormat::kF32: return 16;
+    case WeightFormat::kBF16: return W == 8 ? 16 : 32;
+    case WeightFormat::kFp8Block: return 32;
+    case WeightFormat::kFp4Row32: return 64;
+  }
+  return kSmallM;
+}
+
 // W lanes per vector; prefill tiles of MR rows of x.
 template <int W, int MR>
 void linear_impl(const float* x, std::int64_t m, const WeightView& w, const LinearOut& y, ThreadPool& pool) {
   using S = Simd<W>;
+  if (m > kSmallM && m <= decode_passes_max<W>(w.format)) {
+    // Passes of equal height (9 rows: 5 + 4, not 8 + 1), each streaming W once.
+    const std::int64_t passes = (m + kSmallM - 1) / kSmallM;
+    for (std::int64_t p = 0, i0 = 0; p < passes; ++p) {
+      const std::int64_t rows = (m - i0) / (passes - p);
+      const LinearOut part = y.rows != nullptr ? LinearOut{nullptr, y.rows + i0} : LinearOut{y.y + i0 * w.rows, nullptr};
+      linear_impl<W, MR>(x + i0 * w.cols, rows, w, part, pool);
+      i0 += rows;
+    }
+    return;
+  }
   static_assert(kSmallM == 8, "the switch below covers m = 1 .. kSmallM");
   switch (m) {
     case 1: return S::template decode_linear<1>(x, w, y, pool);

@@ -156,7 +156,8 @@ TEST_CASE("a row's result is bit-identical whatever the batch and the thread cou
 }
 
 // The same for every ISA and format, over shapes that take every path: the decode kernel (m <= 8,
-// a partial group of weight rows at the end), the prefill kernel's tiles and their leftover rows,
+// a partial group of weight rows at the end; and in passes, m = 12 .. 23 here, up to
+// decode_passes_max), the prefill kernel's tiles and their leftover rows,
 // k split into chunks with a zero-padded last step, partial panels, and rows of x split into
 // blocks across threads (few panels, many rows).
 TEST_CASE("the bit-identical invariant holds for every ISA, format and path", "[linear]") {
@@ -167,7 +168,7 @@ TEST_CASE("the bit-identical invariant holds for every ISA, format and path", "[
     std::int64_t n, k, m;
   };
   const Case cases[] = {
-      {WeightFormat::kF32, 37, 1101, 29},   {WeightFormat::kBF16, 131, 97, 23},
+      {WeightFormat::kF32, 37, 1101, 29},   {WeightFormat::kF32, 21, 300, 12},   {WeightFormat::kBF16, 131, 97, 23},
       {WeightFormat::kBF16, 9, 256, 100},   {WeightFormat::kFp8Block, 45, 1100, 19},
       {WeightFormat::kFp8Block, 33, 33, 70}, {WeightFormat::kFp4Row32, 200, 1088, 13},
       {WeightFormat::kFp4Row32, 5, 64, 97},
