@@ -34,8 +34,8 @@ struct WeightView {
   bool lane_order = false;
   // kFp8Block, optional: one byte per scale block (laid out as the scales), nonzero where the block
   // holds a code whose exponent bits are 0 (zero, subnormals) or a NaN, which the CPU decode's byte
-  // table does not take (fp8_special_blocks below; the CPU backend keeps them for the model's FP8
-  // weights). Null: not known, and every block is decoded the general way.
+  // table does not take (mark_fp8_special_blocks below; the CPU backend keeps them for the model's
+  // FP8 weights). Null: not known, and every block is decoded the general way.
   const std::uint8_t* fp8_special_blocks = nullptr;
 
   // Checks the view against its format's rules (positive shape, scales present, FP4 column count

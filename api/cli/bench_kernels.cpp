@@ -8,8 +8,8 @@
 // normal values quantised as a checkpoint holds them, each 32 × 32 block to E4M3 under the E8M0
 // scale that puts its largest magnitude in (224, 448], so that zeros and subnormals are as rare as
 // there, with the special blocks marked where the CPU backend would mark them for the ISA; fp4 E2M1
-// with an E8M0 scale per 32, scales 2^-7..2^3, codes as the CPU backend keeps them for the ISA), x [m, cols] random
-// normal fp32, all seeded. Decode must read DRAM, not the
+// with an E8M0 scale per 32, scales 2^-7..2^3, codes as the CPU backend keeps them for the ISA),
+// x [m, cols] random normal fp32, all seeded. Decode must read DRAM, not the
 // cache: when W is smaller than 4x the L3 (its size from sysfs, 32 MiB when sysfs does not say),
 // the bench keeps several distinct copies of W and rotates through them, call after call, so that
 // each pass touches more than 4x the L3. Each timed run repeats the call for at least --min-time
