@@ -156,8 +156,8 @@ TEST_CASE("a row's result is bit-identical whatever the batch and the thread cou
 }
 
 // The same for every ISA and format, over shapes that take every path: the decode kernel (m <= 8,
-// a partial group of weight rows at the end; and in passes, m = 12 .. 23 here, up to
-// decode_passes_max), the prefill kernel's tiles and their leftover rows,
+// a partial group of weight rows at the end; and in passes up to decode_passes_max: m = 12, 13 and
+// 19 here), the prefill kernel's tiles and their leftover rows,
 // k split into chunks with a zero-padded last step, partial panels, and rows of x split into
 // blocks across threads (few panels, many rows).
 TEST_CASE("the bit-identical invariant holds for every ISA, format and path", "[linear]") {
