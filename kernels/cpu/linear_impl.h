@@ -628,6 +628,44 @@ struct Simd {
     }
   }
 
+  // 16 FP8 columns of a row from c (inside one scale block of multiplier mult, fp8_mult's) into out:
+  // through fp8_vec, or one value at a time where a code is NaN or the scale above 2^119 (mult 0).
+  HIPPO_LINEAR_TARGET static void decode_fp8_16(const WeightView& w, const DecodeTables& tables, std::int64_t row,
+                                                std::int64_t c, float mult, float* out) {
+    const auto* bytes = static_cast<const std::uint8_t*>(w.data) + row * w.cols;
+    if (mult != 0 && !any_lane(fp8_nan_lanes(bytes + c)))
+      for (int q = 0; q < 16; q += W) store(out + q, fp8_vec(bytes + c + q, mult));
+    else
+      decode_scalar(w, tables, row, c, c + 16, out);
+  }
+
+  // decode_row's FP8 fast part on AVX-512 VBMI: W[row, c0 .. c1 rounded down to 64) into out through
+  // fp8_group, each vector times its block's multiplier (exact, as fp8_vec); a group with a NaN code
+  // or a scale above 2^119 goes 16 columns at a time (decode_fp8_16). Returns where it stopped (c0
+  // where block edges are not multiples of 16). (AVX2's fp8_tile made the panels slower here.)
+  HIPPO_LINEAR_TARGET static std::int64_t decode_fp8_groups(const WeightView& w, const DecodeTables& tables,
+                                                            std::int64_t row, const std::uint8_t* scale_row,
+                                                            std::int64_t c0, std::int64_t c1, float* out) {
+    static_assert(W == 16 && kFp8ByteDecode, "fp8_group is AVX-512 VBMI's");
+    if (w.block % 16 != 0) return c0;
+    const auto* bytes = static_cast<const std::uint8_t*>(w.data) + row * w.cols;
+    std::int64_t c = c0;
+    for (; c + 64 <= c1; c += 64) {
+      float mult[4];
+      for (int v = 0; v < 4; ++v) mult[v] = tables.fp8_mult[scale_row[(c + 16 * v) / w.block]];
+      std::uint64_t nan = 0;
+      Vec f[4];
+      fp8_group(bytes + c, fp8_byte_tables(), nan, f);
+      if (nan == 0 && mult[0] != 0 && mult[1] != 0 && mult[2] != 0 && mult[3] != 0) {
+#pragma GCC unroll 4
+        for (int v = 0; v < 4; ++v) store(out + (c - c0) + 16 * v, f[v] * mult[v]);
+      } else {
+        for (int v = 0; v < 4; ++v) decode_fp8_16(w, tables, row, c + 16 * v, mult[v], out + (c - c0) + 16 * v);
+      }
+    }
+    return c;
+  }
+
   // W[row, c0 .. c1) into out[0, c1 - c0), vectorised (the panels of the prefill kernel). For FP4,
   // c0 and c1 are multiples of 32.
   HIPPO_LINEAR_TARGET static void decode_row(const WeightView& w, const DecodeTables& tables, std::int64_t row,
@@ -647,15 +685,11 @@ struct Simd {
       case WeightFormat::kFp8Block: {
         if (!kVectorDecode) break;
         const std::uint8_t* scale_row = w.scales + (row / w.block) * ((k + w.block - 1) / w.block);
-        for (std::int64_t blk = c0 / w.block; c < c1; ++blk) {
+        if constexpr (kFp8ByteDecode) c = decode_fp8_groups(w, tables, row, scale_row, c0, c1, out);
+        for (std::int64_t blk = c / w.block; c < c1; ++blk) {
           const std::int64_t end = std::min(c1, (blk + 1) * w.block);
           const float mult = tables.fp8_mult[scale_row[blk]];
-          for (; c + 16 <= end; c += 16) {  // NaN codes and scales above 2^7: ref's values one at a time
-            if (mult != 0 && !any_lane(fp8_nan_lanes(bytes + row * k + c)))
-              for (int q = 0; q < 16; q += W) store(out + (c - c0 + q), fp8_vec(bytes + row * k + c + q, mult));
-            else
-              decode_scalar(w, tables, row, c, c + 16, out + (c - c0));
-          }
+          for (; c + 16 <= end; c += 16) decode_fp8_16(w, tables, row, c, mult, out + (c - c0));
           decode_scalar(w, tables, row, c, end, out + (c - c0));
           c = end;
         }
