@@ -461,7 +461,7 @@ struct Simd {
   // exponent is 112 + e) is a BF16 whose high byte is the sign, 0x38 and e >> 1, a function of the
   // code's high nibble, and whose low byte is the code's low nibble (e's bit 0 and the mantissa)
   // times 16. Exponent 0 (zero, subnormals) and the NaN codes come out wrong: the view's
-  // fp8_special_blocks marks the scale blocks that hold any, whose columns go through fp8_bits.
+  // fp8_special_blocks marks the scale blocks that hold any, whose columns go through decode16.
   static constexpr bool kFp8TileDecode =
 #if defined(__x86_64__)
       W == 8 || W == 16;
@@ -837,7 +837,7 @@ struct Simd {
     }
     // FP8 through fp8_tile, 4 W columns at a time, where the view marks the scale blocks it cannot
     // take (block edges of 32 columns or a multiple: a group then spans two blocks at most); the
-    // columns of a marked block go through fp8_bits, NaN codes noted. Not for AVX-512 past two rows
+    // columns of a marked block go through decode16, NaN codes noted. Not for AVX-512 past two rows
     // of x, where 16 accumulators beside its constants ran slower than fp8_bits.
     constexpr bool kFp8Tiles = kFastFp8 && !kFp8Groups && kFp8TileDecode && (W == 8 || MR <= 2);
     const std::int64_t tiles_end =
@@ -865,19 +865,19 @@ struct Simd {
 #pragma GCC unroll 4
               for (int v = 0; v < 4; ++v) acc[i][j][v % kV] += load(xj + i * k + c + v * W) * f[v];
           }
-        } else {
+        } else {  // a marked block: 16 columns at a time through decode16, as the loop below
+#pragma GCC unroll 4
+          for (std::int64_t s = c; s < c + 4 * W; s += 16)
 #pragma GCC unroll 8
-          for (int j = 0; j < NR; ++j) {
-            Vec f[4];
-#pragma GCC unroll 4
-            for (int v = 0; v < 4; ++v) f[v] = fp8_bits(rows[j].bytes + c + v * W);
-#pragma GCC unroll 4
-            for (int b = 0; b < 4 * W; b += 16) fp8_nan |= fp8_nan_lanes(rows[j].bytes + c + b);
+            for (int j = 0; j < NR; ++j) {
+              fp8_nan |= fp8_nan_lanes(rows[j].bytes + s);
+              Vec wv[kV];
+              decode16<F, false>(w, tables, r0 + j, rows[j], s, wv);
 #pragma GCC unroll 8
-            for (int i = 0; i < MR; ++i)
+              for (int i = 0; i < MR; ++i)
 #pragma GCC unroll 4
-              for (int v = 0; v < 4; ++v) acc[i][j][v % kV] += load(xv + i * k + c + v * W) * f[v];
-          }
+                for (int q = 0; q < kV; ++q) acc[i][j][q] += load(xv + i * k + s + q * W) * wv[q];
+            }
         }
       }
     }
