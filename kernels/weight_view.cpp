@@ -103,13 +103,15 @@ void mark_fp8_special_blocks(const WeightView& w, std::int64_t first, std::int64
   const auto* bytes = static_cast<const std::uint8_t*>(w.data);
   for (std::int64_t rb = first / w.block; rb * w.block < first + count; ++rb)
     for (std::int64_t cb = 0; cb < scale_cols; ++cb) {
-      bool special = false;
-      for (std::int64_t r = rb * w.block; r < std::min(w.rows, (rb + 1) * w.block) && !special; ++r)
+      bool exponent_zero = false, nan = false;
+      for (std::int64_t r = rb * w.block; r < std::min(w.rows, (rb + 1) * w.block); ++r)
         for (std::int64_t c = cb * w.block; c < std::min(w.cols, (cb + 1) * w.block); ++c) {
           const std::uint8_t magnitude = bytes[r * w.cols + c] & 0x7F;
-          special |= magnitude < 0x08 || magnitude == 0x7F;  // exponent 0, or NaN
+          exponent_zero |= magnitude < 0x08;
+          nan |= magnitude == 0x7F;
         }
-      out[rb * scale_cols + cb] = special ? 1 : 0;
+      out[rb * scale_cols + cb] =
+          static_cast<std::uint8_t>((exponent_zero || nan ? kFp8SpecialBlock : 0) | (nan ? kFp8NanBlock : 0));
     }
 }
 

@@ -44,8 +44,11 @@ struct WeightView {
 };
 
 // Marks each scale block of an FP8 view that holds a special code (WeightView::fp8_special_blocks)
-// in out, scale_span_bytes(w) bytes: 1 where it does, 0 elsewhere. Rows [first, first + count)
-// only (whole blocks of rows, or to the end), so that threads can share the work.
+// in out, scale_span_bytes(w) bytes: kFp8SpecialBlock where it does, plus kFp8NanBlock where one
+// of them is a NaN, 0 elsewhere. Rows [first, first + count) only (whole blocks of rows, or to the
+// end), so that threads can share the work.
+inline constexpr std::uint8_t kFp8SpecialBlock = 1;
+inline constexpr std::uint8_t kFp8NanBlock = 2;
 void mark_fp8_special_blocks(const WeightView& w, std::int64_t first, std::int64_t count, std::uint8_t* out);
 
 // Bytes from one FP4 row's codes to the next's, and from its scales to the next's.

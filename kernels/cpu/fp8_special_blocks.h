@@ -1,6 +1,6 @@
 // The CPU backend's marks of the model's FP8 weights (weight_view.h's fp8_special_blocks): which
-// scale blocks hold a code that the byte-table decode of linear_impl.h (fp8_tile) does not take,
-// made once at load (Backend::keep_weight) where the instruction set decodes so
+// scale blocks hold a code that the fast decodes of linear_impl.h (fp8_tile, fp8_normal_bits) do
+// not take, made once at load (Backend::keep_weight) where the instruction set decodes so
 // (linear.h's fp8_special_blocks_pay), then attached to any view of a kept weight's rows. Marked
 // blocks are decoded the general way: the bits of every result are unchanged.
 #pragma once

@@ -70,7 +70,9 @@ bool fp4_lane_order_pays(const std::string& isa) {
   return isa == isa_name(Isa::kAvx512) || isa == isa_name(Isa::kAvx512Vbmi);
 }
 
-bool fp8_special_blocks_pay(const std::string& isa) { return isa == isa_name(Isa::kAvx512) || isa == isa_name(Isa::kAvx2); }
+bool fp8_special_blocks_pay(const std::string& isa) {
+  return isa == isa_name(Isa::kAvx512Vbmi) || isa == isa_name(Isa::kAvx512) || isa == isa_name(Isa::kAvx2);
+}
 
 std::vector<std::string> runnable_linear_isas() {
   std::vector<std::string> names;

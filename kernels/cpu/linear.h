@@ -45,8 +45,9 @@ std::string linear_isa();
 bool fp4_lane_order_pays(const std::string& isa);
 
 // Whether linear() on this instruction set decodes FP8 weights faster with their special blocks
-// marked (weight_view.h's fp8_special_blocks): AVX2 and AVX-512 without VBMI, which then read the
-// unmarked blocks through a byte table (AVX-512 VBMI's byte permutes take every code).
+// marked (weight_view.h's fp8_special_blocks): AVX2 and AVX-512 read the unmarked blocks through a
+// byte table (AVX-512 VBMI: byte permutes for one or two rows of x, which take every code), and
+// AVX-512 past two rows of x straight into fp32 bits, without a NaN check.
 bool fp8_special_blocks_pay(const std::string& isa);
 
 // Every instruction set this CPU can run, best first, and linear() or decode_rows_transposed() forced onto one of them

@@ -25,7 +25,8 @@
 //     AVX-512 with VBMI (linear_avx512vbmi.cpp) reads FP8 64 columns at a time through byte
 //     permutes of each code's BF16 bytes (fp8_group) for one or two rows of x; AVX2, and AVX-512
 //     without VBMI for one or two rows, read the FP8 blocks the view does not mark as special
-//     through one 16-entry byte table (fp8_tile).
+//     through one 16-entry byte table (fp8_tile); AVX-512 past two rows straight into fp32 bits
+//     (fp8_normal_bits).
 //   - prefill: an outer-product GEMM over decoded panels, one lane at a time. x is repacked once
 //     per call (pack_x) so that a tile's values for one lane are contiguous; a panel of kNr = 2W
 //     weight rows is decoded kKc columns at a time and transposed lane-major (128 KB at most, in
@@ -191,6 +192,46 @@ struct Simd {
       std::memcpy(&out[1], &f[1], sizeof f[1]);
     }
 #endif
+  }
+
+  // fp8_bits for W codes with exponent bits 1..15 (none zero, subnormal or NaN: a block that
+  // fp8_special_blocks leaves unmarked), straight into fp32 bits without the fp16 conversion: the
+  // code sign-extended and shifted so that its exponent and mantissa sit at fp32's bits 26..20,
+  // the sign at 31, then bits 30..27 set to 0111 (an exponent of 112 + e: E4M3's 2^(e - 7) times
+  // 2^-8). Three instructions where fp8_bits takes four and the NaN check three more.
+#if defined(__x86_64__)
+  HIPPO_LINEAR_TARGET __attribute__((always_inline)) static Vec fp8_normal_bits(const std::uint8_t* src, __m512i keep,
+                                                                               __m512i exponent_top) {
+    // (maskz forms: g++ 12 warns on the unmasked ones)
+    const __m512i codes = _mm512_maskz_cvtepi8_epi32(0xFFFF, _mm_loadu_si128(reinterpret_cast<const __m128i*>(src)));
+    const __m512i bits = _mm512_maskz_ternarylogic_epi32(0xFFFF, _mm512_maskz_slli_epi32(0xFFFF, codes, 20), keep,
+                                                         exponent_top, 0xEA);  // (a & b) | c
+    Vec v;
+    std::memcpy(&v, &bits, sizeof v);
+    return v;
+  }
+#endif
+
+  // Whether any of n FP8 block marks has a bit of mask; the first marked block from b on (n if none).
+  // Eight marks at a time: a decode group scans its row block's marks, one per 32 columns.
+  static bool any_fp8_mark(const std::uint8_t* marks, std::int64_t n, std::uint8_t mask) {
+    std::uint64_t any = 0, word = 0;
+    std::int64_t b = 0;
+    for (; b + 8 <= n; b += 8) {
+      std::memcpy(&word, marks + b, 8);
+      any |= word;
+    }
+    for (; b < n; ++b) any |= marks[b];
+    return (any & (0x0101010101010101ull * mask)) != 0;
+  }
+
+  static std::int64_t next_fp8_mark(const std::uint8_t* marks, std::int64_t b, std::int64_t n) {
+    for (std::uint64_t word = 0; b + 8 <= n; b += 8) {
+      std::memcpy(&word, marks + b, 8);
+      if (word != 0) return b + __builtin_ctzll(word) / 8;  // (little-endian: the lowest byte first)
+    }
+    while (b < n && marks[b] == 0) ++b;
+    return b;
   }
 
   // 16 bytes at a time: lanes 0xFF where a byte is an E4M3 NaN code.
@@ -881,7 +922,51 @@ struct Simd {
         }
       }
     }
-    const std::int64_t blocks_end = kBlocks ? k : kFp8Groups ? groups_end : kFp8Tiles ? tiles_end : lanes_end;
+    // FP8 on AVX-512 past two rows of x, where the view marks its blocks: the unmarked ones through
+    // fp8_normal_bits, the marked ones through fp8_bits, each in a loop of its own (one loop with a
+    // branch per step, or with the NaN check in it, spilled accumulators to the stack); rows whose
+    // marks say NaN go one value at a time.
+    constexpr bool kFp8Normals = kFastFp8 && !kFp8Groups && !kFp8Tiles && kFp8TileDecode && W == 16;
+    const std::int64_t normals_end = kFp8Normals && w.fp8_special_blocks != nullptr && w.block % 16 == 0 ? full : 0;
+#if defined(__x86_64__)
+    if constexpr (kFp8Normals) {
+      const int shift = __builtin_ctzll(static_cast<unsigned long long>(w.block));
+      const std::int64_t blocks = (normals_end + w.block - 1) >> shift;
+      const std::uint8_t* marks =
+          normals_end > 0 ? w.fp8_special_blocks + (r0 >> shift) * ((k + w.block - 1) >> shift) : nullptr;
+      if (any_fp8_mark(marks, blocks, kFp8NanBlock)) return dot_rows<F, true, MR, NR>(x, xs, x_tail, w, r0, y);
+      const __m512i keep = _mm512_set1_epi32(static_cast<int>(0x87F00000u)), top = _mm512_set1_epi32(0x38000000);
+      for (std::int64_t b = 0; b < blocks;) {
+        const std::int64_t e = next_fp8_mark(marks, b, blocks);  // [b, e): unmarked blocks; e, if any, a marked one
+        for (std::int64_t c = b << shift, c_end = std::min(normals_end, e << shift); c < c_end; c += 16) {
+          if (c / 16 % kStepsPerLine == 0)
+#pragma GCC unroll 8
+            for (int j = 0; j < NR; ++j) __builtin_prefetch(rows[j].bytes + ahead + c);
+#pragma GCC unroll 8
+          for (int j = 0; j < NR; ++j) {
+            const Vec wv = fp8_normal_bits(rows[j].bytes + c, keep, top);
+#pragma GCC unroll 8
+            for (int i = 0; i < MR; ++i) acc[i][j][0] += load(xv + i * k + c) * wv;
+          }
+        }
+        if (e == blocks) break;
+        for (std::int64_t c = e << shift, c_end = std::min(normals_end, (e + 1) << shift); c < c_end; c += 16) {
+          if (c / 16 % kStepsPerLine == 0)
+#pragma GCC unroll 8
+            for (int j = 0; j < NR; ++j) __builtin_prefetch(rows[j].bytes + ahead + c);
+#pragma GCC unroll 8
+          for (int j = 0; j < NR; ++j) {
+            const Vec wv = fp8_bits(rows[j].bytes + c);
+#pragma GCC unroll 8
+            for (int i = 0; i < MR; ++i) acc[i][j][0] += load(xv + i * k + c) * wv;
+          }
+        }
+        b = e + 1;
+      }
+    }
+#endif
+    const std::int64_t blocks_end =
+        kBlocks ? k : kFp8Groups ? groups_end : kFp8Tiles ? tiles_end : kFp8Normals && normals_end > 0 ? normals_end : lanes_end;
     if constexpr (kBlocks) {
       const Fp4ByteTables& byte_tables = fp4_byte_tables();
       for (std::int64_t c = 0; c < k; c += 32) {

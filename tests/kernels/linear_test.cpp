@@ -398,9 +398,10 @@ void fill_normal_fp8(std::vector<std::uint8_t>& codes) {
 
 }  // namespace
 
-// The FP8 decode reads blocks of normal codes through a byte table where the view marks the blocks
-// that are not (zero, subnormals, NaN: WeightView::fp8_special_blocks); marked or not, every row
-// must come out with the same bits, for every ISA and decode height, and every code exactly.
+// The FP8 decode reads blocks of normal codes through a byte table (AVX2; AVX-512 for one or two
+// rows of x) or straight into fp32 bits (AVX-512 past two) where the view marks the blocks that are
+// not (zero, subnormals, NaN: WeightView::fp8_special_blocks); marked or not, every row must come
+// out with the same bits, for every ISA and decode height, and every code exactly.
 TEST_CASE("fp8 weights with their special blocks marked give the same bits", "[linear]") {
   std::mt19937 rng(41);
   kernels::cpu::ThreadPool pool(2);
@@ -417,7 +418,9 @@ TEST_CASE("fp8 weights with their special blocks marked give the same bits", "[l
   kernels::mark_fp8_special_blocks(w.view, 0, 32, marks.data());
   kernels::mark_fp8_special_blocks(w.view, 32, n - 32, marks.data());
   std::vector<std::uint8_t> want_marks(w.scales.size(), 0);
-  for (const auto& s : specials) want_marks[static_cast<std::size_t>(s.row / 32 * scale_cols + s.col / 32)] = 1;
+  for (const auto& s : specials)
+    want_marks[static_cast<std::size_t>(s.row / 32 * scale_cols + s.col / 32)] =
+        (s.code & 0x7F) == 0x7F ? kernels::kFp8SpecialBlock | kernels::kFp8NanBlock : kernels::kFp8SpecialBlock;
   CHECK(marks == want_marks);
   WeightView marked = w.view;
   marked.fp8_special_blocks = marks.data();
@@ -451,7 +454,7 @@ TEST_CASE("fp8 weights with their special blocks marked give the same bits", "[l
   std::vector<float> eye(static_cast<std::size_t>(kk * kk), 0.0f), y(static_cast<std::size_t>(kk * kn));
   for (std::int64_t c = 0; c < kk; ++c) eye[c * kk + c] = 1.0f;
   for (const std::string& isa : kernels::cpu::runnable_linear_isas())
-    for (std::int64_t m : {1, 2, 4, 48}) {  // 48: the prefill kernel's panels
+    for (std::int64_t m : {1, 2, 3, 4, 8, 48}) {  // 48: the prefill kernel's panels
       INFO(isa << " unit rows, m=" << m);
       std::int64_t wrong = 0;
       for (std::int64_t c0 = 0; c0 < kk; c0 += m) {
