@@ -1040,14 +1040,17 @@ struct Simd {
   // Weight rows per decode step (a power of two: FP8 groups stay inside a scale block). One row of
   // x: about 8 accumulator vectors (the FMA latency times the FMA ports), so that the chains hide
   // one another's latency; lane-ordered FP4 on AVX-512, bound by its permutes, runs fewer streams
-  // at once faster: half as many (AVX2, whose lookup is four instructions, keeps 8). More rows of
-  // x: as many accumulators as the registers hold (16 of AVX-512's 32), since every step loads each
-  // row of x once for all NR weight rows, and x (16 KB per row at k = 4096) falls out of the L1.
-  // (BF16 with one or two rows of x takes one weight row instead: decode_format, which knows the
-  // whole height; an AVX2 pass of two rows of x at m = 4 looks the same from here.)
+  // at once faster: 4 weight rows for one or two rows of x (two: 0.78x the time of 8 rows on an
+  // AMD EPYC VM; AVX2, whose lookup is four instructions, keeps 8). More rows of x: as many
+  // accumulators as the registers hold (16 of AVX-512's 32), since every step loads each row of x
+  // once for all NR weight rows, and x (16 KB per row at k = 4096) falls out of the L1. (BF16 with
+  // one or two rows of x takes one weight row instead: decode_format, which knows the whole height;
+  // an AVX2 pass of two rows of x at m = 4 looks the same from here.)
   template <int MR, bool Lanes>
-  static constexpr int kDotRows = static_cast<int>(
-      std::bit_floor(MR == 1 ? std::max(1u, (Lanes && W == 16 ? 4u : 8u) / kV) : std::max(1u, (W == 16 ? 16u : 8u) / (MR * kV))));
+  static constexpr int kDotRows = static_cast<int>(std::bit_floor(
+      Lanes && W == 16 && MR <= 2 ? 4u
+      : MR == 1                   ? std::max(1u, 8u / kV)
+                                  : std::max(1u, (W == 16 ? 16u : 8u) / (MR * kV))));
 
   // Rows of x per pass over a group's weight rows (decode_format): 4, whose accumulators fill half
   // of AVX-512's registers. AVX2 (16 registers) gets half as many weight rows per step, and for F32
