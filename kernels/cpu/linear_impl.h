@@ -1044,8 +1044,7 @@ struct Simd {
   // AMD EPYC VM; AVX2, whose lookup is four instructions, keeps 8). More rows of x: as many
   // accumulators as the registers hold (16 of AVX-512's 32), since every step loads each row of x
   // once for all NR weight rows, and x (16 KB per row at k = 4096) falls out of the L1. (BF16 with
-  // one or two rows of x takes one weight row instead: decode_format, which knows the whole height;
-  // an AVX2 pass of two rows of x at m = 4 looks the same from here.)
+  // one or two rows of x takes one weight row instead: decode_format, which knows the whole height.)
   template <int MR, bool Lanes>
   static constexpr int kDotRows = static_cast<int>(std::bit_floor(
       Lanes && W == 16 && MR <= 2 ? 4u
@@ -1053,18 +1052,17 @@ struct Simd {
                                   : std::max(1u, (W == 16 ? 16u : 8u) / (MR * kV))));
 
   // Rows of x per pass over a group's weight rows (decode_format): 4, whose accumulators fill half
-  // of AVX-512's registers. AVX2 (16 registers) gets half as many weight rows per step, and for F32
-  // and BF16, whose decode is a load, passes of 2: their x rows then stay in the L1 (four rows of
-  // 16 KB at k = 4096 do not); FP8 and FP4 keep 4, where each pass decodes the weights again.
-  template <WeightFormat F>
-  static constexpr int kPassRows = W == 8 && (F == WeightFormat::kF32 || F == WeightFormat::kBF16) ? 2 : 4;
+  // of AVX-512's registers; AVX2 (16 registers) gets half as many weight rows per step. (AVX2's F32
+  // and BF16 once took passes of 2, whose x rows stay in the L1: on an AMD EPYC VM passes of 4 took
+  // 0.69-0.76x their time at m = 6..16.)
+  static constexpr int kPassRows = 4;
 
   // NR rows of W (fewer at the end) against the MR rows of x, kPassRows at a time: the first pass
   // reads the weights from memory, the later ones from the L1 (up to 8 rows of x read them once).
   template <WeightFormat F, bool Scalar, int MR, int NR, bool Lanes>
   HIPPO_LINEAR_TARGET static void dot_group(int nr, const float* x, const float* xs, const float* x_tail,
                                             const WeightView& w, std::int64_t r0, const LinearOut& y) {
-    constexpr int MA = std::min(MR, kPassRows<F>);
+    constexpr int MA = std::min(MR, kPassRows);
     if (nr == NR) dot_rows<F, Scalar, MA, NR, Lanes>(x, xs, x_tail, w, r0, y);
     else dot_rows_tail<F, Scalar, MA, NR - 1, Lanes>(nr, x, xs, x_tail, w, r0, y);
     if constexpr (MR > MA) {
@@ -1108,7 +1106,7 @@ struct Simd {
     // BF16 for one or two rows of x: one weight row at a time. Its decode is a shift, so even a single
     // chain of FMAs outruns the bus, and on an AMD EPYC VM one row's stream read BF16 about 1.3x
     // faster than 8 rows' (docs/BENCHMARKS.md); F32 and FP8 did not gain.
-    constexpr int NR = F == WeightFormat::kBF16 && MR <= 2 ? 1 : kDotRows<std::min(MR, kPassRows<F>), Lanes>;
+    constexpr int NR = F == WeightFormat::kBF16 && MR <= 2 ? 1 : kDotRows<std::min(MR, kPassRows), Lanes>;
     const std::int64_t k = w.cols, full = k / 16 * 16;
     alignas(64) float x_tail[MR * 16] = {};
     for (int i = 0; i < MR; ++i) std::copy(x + i * k + full, x + (i + 1) * k, x_tail + 16 * i);
@@ -1431,14 +1429,14 @@ constexpr std::int64_t kSmallM = 8;
 
 // Rows of x up to which linear() still takes the decode kernel, in passes of at most kSmallM rows
 // that each read W again, rather than the prefill GEMM: its panels' decoding and transposing cost a
-// W-sized pass of their own, about what 16 (F32; BF16 on AVX2, whose decode passes take two rows
-// of x at a time), 32 (BF16, FP8) or 64 (FP4) rows of decode cost (`hippo bench kernels --m
-// 8,9,16,32,64`, docs/BENCHMARKS.md). The bits are the same either way.
+// W-sized pass of their own, about what 16 (F32 on AVX-512), 32 (F32 on AVX2, BF16, FP8) or 64
+// (FP4) rows of decode cost (`hippo bench kernels --m 8,9,16,32,64`, docs/BENCHMARKS.md). The bits
+// are the same either way.
 template <int W>
 constexpr std::int64_t decode_passes_max(WeightFormat format) {
   switch (format) {
-    case WeightFormat::kF32: return 16;
-    case WeightFormat::kBF16: return W == 8 ? 16 : 32;
+    case WeightFormat::kF32: return W == 8 ? 32 : 16;
+    case WeightFormat::kBF16: return 32;
     case WeightFormat::kFp8Block: return 32;
     case WeightFormat::kFp4Row32: return 64;
   }
