@@ -1039,17 +1039,21 @@ struct Simd {
 
   // Weight rows per decode step (a power of two: FP8 groups stay inside a scale block). One row of
   // x: about 8 accumulator vectors (the FMA latency times the FMA ports), so that the chains hide
-  // one another's latency; lane-ordered FP4 on AVX-512, bound by its permutes, runs fewer streams
-  // at once faster: 4 weight rows for one or two rows of x (two: 0.78x the time of 8 rows on an
-  // AMD EPYC VM; AVX2, whose lookup is four instructions, keeps 8). More rows of x: as many
+  // one another's latency. AVX-512 with one or two rows of x of FP8 or FP4 runs fewer streams at
+  // once faster: 4 weight rows (on an AMD EPYC VM, against 8: lane-ordered FP4 at m = 2 0.78x the
+  // time, FP8 at m = 1 0.86-0.90x; F32 did not gain; AVX2 keeps 4 of its 8-lane vector pairs, its
+  // best). More rows of x: as many
   // accumulators as the registers hold (16 of AVX-512's 32), since every step loads each row of x
-  // once for all NR weight rows, and x (16 KB per row at k = 4096) falls out of the L1. (BF16 with
-  // one or two rows of x takes one weight row instead: decode_format, which knows the whole height.)
-  template <int MR, bool Lanes>
+  // once for all NR weight rows, and x (16 KB per row at k = 4096) falls out of the L1. BF16 with
+  // one or two rows of x takes one weight row: its decode is a shift, so even a single chain of
+  // FMAs outruns the bus, and on an AMD EPYC VM one row's stream read BF16 about 1.3x faster than 8
+  // rows' (docs/BENCHMARKS.md).
+  template <WeightFormat F, int MR>
   static constexpr int kDotRows = static_cast<int>(std::bit_floor(
-      Lanes && W == 16 && MR <= 2 ? 4u
-      : MR == 1                   ? std::max(1u, 8u / kV)
-                                  : std::max(1u, (W == 16 ? 16u : 8u) / (MR * kV))));
+      F == WeightFormat::kBF16 && MR <= 2                   ? 1u
+      : W == 16 && MR <= 2 && F != WeightFormat::kF32 ? 4u
+      : MR == 1                                       ? std::max(1u, 8u / kV)
+                                                      : std::max(1u, (W == 16 ? 16u : 8u) / (MR * kV))));
 
   // Rows of x per pass over a group's weight rows (decode_format): 4, whose accumulators fill half
   // of AVX-512's registers; AVX2 (16 registers) gets half as many weight rows per step. (AVX2's F32
@@ -1103,10 +1107,7 @@ struct Simd {
 
   template <WeightFormat F, bool Scalar, int MR, bool Lanes = false>
   HIPPO_LINEAR_TARGET static void decode_format(const float* x, const WeightView& w, const LinearOut& y, ThreadPool& pool) {
-    // BF16 for one or two rows of x: one weight row at a time. Its decode is a shift, so even a single
-    // chain of FMAs outruns the bus, and on an AMD EPYC VM one row's stream read BF16 about 1.3x
-    // faster than 8 rows' (docs/BENCHMARKS.md); F32 and FP8 did not gain.
-    constexpr int NR = F == WeightFormat::kBF16 && MR <= 2 ? 1 : kDotRows<std::min(MR, kPassRows), Lanes>;
+    constexpr int NR = kDotRows<F, std::min(MR, kPassRows)>;
     const std::int64_t k = w.cols, full = k / 16 * 16;
     alignas(64) float x_tail[MR * 16] = {};
     for (int i = 0; i < MR; ++i) std::copy(x + i * k + full, x + (i + 1) * k, x_tail + 16 * i);
