@@ -1430,15 +1430,15 @@ constexpr std::int64_t kSmallM = 8;
 
 // Rows of x up to which linear() still takes the decode kernel, in passes of at most kSmallM rows
 // that each read W again, rather than the prefill GEMM: its panels' decoding and transposing cost a
-// W-sized pass of their own, about what 16 (F32 on AVX-512), 32 (F32 on AVX2, BF16, FP8) or 64
-// (FP4) rows of decode cost (`hippo bench kernels --m 8,9,16,32,64`, docs/BENCHMARKS.md). The bits
-// are the same either way.
+// W-sized pass of their own, about what 16 (F32 on AVX-512), 32 (F32 on AVX2, BF16), 40-48 (FP8)
+// or 64 (FP4) rows of decode cost (`hippo bench kernels --m 8,9,16,32,64`, docs/BENCHMARKS.md).
+// The bits are the same either way.
 template <int W>
 constexpr std::int64_t decode_passes_max(WeightFormat format) {
   switch (format) {
     case WeightFormat::kF32: return W == 8 ? 32 : 16;
     case WeightFormat::kBF16: return 32;
-    case WeightFormat::kFp8Block: return 32;
+    case WeightFormat::kFp8Block: return W == 16 ? 48 : 40;
     case WeightFormat::kFp4Row32: return 64;
   }
   return kSmallM;
