@@ -156,8 +156,8 @@ TEST_CASE("a row's result is bit-identical whatever the batch and the thread cou
 }
 
 // The same for every ISA and format, over shapes that take every path: the decode kernel (m <= 8,
-// a partial group of weight rows at the end; and in passes up to decode_passes_max: m = 12, 13 and
-// 19 here), the prefill kernel's tiles and their leftover rows,
+// a partial group of weight rows at the end; and in passes up to decode_passes_max: m = 12, 13, 19
+// and 23 here), the prefill kernel's tiles and their leftover rows,
 // k split into chunks with a zero-padded last step, partial panels, and rows of x split into
 // blocks across threads (few panels, many rows).
 TEST_CASE("the bit-identical invariant holds for every ISA, format and path", "[linear]") {
@@ -168,7 +168,7 @@ TEST_CASE("the bit-identical invariant holds for every ISA, format and path", "[
     std::int64_t n, k, m;
   };
   const Case cases[] = {
-      {WeightFormat::kF32, 37, 1101, 29},   {WeightFormat::kF32, 21, 300, 12},   {WeightFormat::kBF16, 131, 97, 23},
+      {WeightFormat::kF32, 37, 1101, 35},   {WeightFormat::kF32, 21, 300, 12},   {WeightFormat::kBF16, 131, 97, 23},
       {WeightFormat::kBF16, 9, 256, 100},   {WeightFormat::kFp8Block, 45, 1100, 19},
       {WeightFormat::kFp8Block, 33, 33, 70}, {WeightFormat::kFp4Row32, 200, 1088, 13},
       {WeightFormat::kFp4Row32, 5, 64, 97},
@@ -259,7 +259,7 @@ TEST_CASE("fp8 rows with NaN codes or scales above 2^7 decode as the reference d
   w.data[5 * k + 7] = 0x7F;   // row 5: NaN
   w.data[38 * k + 90] = 0xFF; // row 38: NaN
   for (const std::string& isa : kernels::cpu::runnable_linear_isas()) {
-    for (std::int64_t m : {1, 3, 9, 40}) {  // 40: the prefill kernel (decode passes end at 32 rows)
+    for (std::int64_t m : {1, 3, 9, 56}) {  // 56: the prefill kernel (FP8's decode passes end at 48 rows)
       INFO(isa << " m=" << m);
       auto x = random_x(m, k, rng);
       std::vector<float> got(static_cast<std::size_t>(m * n)), want(got.size());
@@ -288,7 +288,7 @@ TEST_CASE("fp8 rows with NaN codes or scales above 2^7 decode as the reference d
 // The FP8 decode kernel multiplies the weights' codes (times 2^-120) with x times 2^120 times the
 // block's scale, which is exact only while that product stays a normal float: x near either end of
 // the float range, zeros of either sign, NaN and infinities, and scales from 2^-127 to 2^8 must
-// give each row the bits the prefill kernel gives it (the batch of 40, past the decode passes' 32
+// give each row the bits the prefill kernel gives it (the batch of 56, past FP8's decode passes' 48
 // rows; a NaN in x makes its row NaN).
 TEST_CASE("fp8 decode equals the prefill kernel bit for bit with x at the ends of the float range", "[linear]") {
   std::mt19937 rng(19);
@@ -298,7 +298,7 @@ TEST_CASE("fp8 decode equals the prefill kernel bit for bit with x at the ends o
   const std::uint8_t scales[] = {0, 1, 100, 127, 130, 134, 135};
   for (std::size_t b = 0; b < w.scales.size(); ++b) w.scales[b] = scales[b % std::size(scales)];
   const float ends[] = {3.0e38f, -1.0e30f, 7.0e20f, 1.0e-38f, -2.0e-40f, 1.0e-45f, 0.0f, -0.0f, 1.5f, -300.0f};
-  constexpr std::int64_t kBatch = 40;
+  constexpr std::int64_t kBatch = 56;
   auto x = random_x(kBatch, k, rng);
   for (std::int64_t i = 1; i < 9; ++i)  // row 0 and rows 9.. stay ordinary
     for (std::int64_t c = 0; c < k; ++c)
@@ -427,9 +427,9 @@ TEST_CASE("fp8 weights with their special blocks marked give the same bits", "[l
   REQUIRE(marked.validate().ok());
   CHECK(kernels::weight_rows(marked, 32, 38).fp8_special_blocks == marks.data() + scale_cols);
 
-  const auto x = random_x(40, k, rng);
+  const auto x = random_x(56, k, rng);
   for (const std::string& isa : kernels::cpu::runnable_linear_isas())
-    for (std::int64_t m : {1, 2, 3, 4, 8, 13, 40}) {  // 13: decode passes; 40: the prefill kernel
+    for (std::int64_t m : {1, 2, 3, 4, 8, 13, 56}) {  // 13: decode passes; 56: the prefill kernel
       INFO(isa << " m=" << m);
       std::vector<float> plain(static_cast<std::size_t>(m * n)), got(plain.size());
       REQUIRE(kernels::cpu::linear_with_isa(isa, x.data(), m, w.view, plain.data(), pool).ok());
@@ -454,7 +454,7 @@ TEST_CASE("fp8 weights with their special blocks marked give the same bits", "[l
   std::vector<float> eye(static_cast<std::size_t>(kk * kk), 0.0f), y(static_cast<std::size_t>(kk * kn));
   for (std::int64_t c = 0; c < kk; ++c) eye[c * kk + c] = 1.0f;
   for (const std::string& isa : kernels::cpu::runnable_linear_isas())
-    for (std::int64_t m : {1, 2, 3, 4, 8, 48}) {  // 48: the prefill kernel's panels
+    for (std::int64_t m : {1, 2, 3, 4, 8, 64}) {  // 64: the prefill kernel's panels
       INFO(isa << " unit rows, m=" << m);
       std::int64_t wrong = 0;
       for (std::int64_t c0 = 0; c0 < kk; c0 += m) {
