@@ -230,7 +230,7 @@ void check_linear(Backend& ref, Backend& backend) {
   for (const LinearCase& c : linear_cases()) {
     const TestWeight w = make_weight(c.format, c.rows, c.cols, rng, c.record_pad);
     REQUIRE(w.view.validate().ok());
-    for (std::int64_t m : {1, 3, 7, 20, 65}) {  // 20: the CPU decode kernel in passes (but F32's)
+    for (std::int64_t m : {1, 3, 7, 20, 65}) {  // 20: the CPU decode kernel in passes (but F32's on AVX-512)
       INFO(kernels::weight_format_name(c.format) << " [" << c.rows << ", " << c.cols << "] record pad " << c.record_pad
                                                  << ", m " << m);
       std::vector<float> values = rng.normals(m * c.cols);
