@@ -31,9 +31,9 @@ CLI::Option* add_backend_option(CLI::App& command, std::string& backend) {
     return fmt::format("unknown backend '{}' (this build has: {})", value, fmt::join(names, ", "));
   };
   return command
-      .add_option("--backend", backend,
+      .add_option("--backend,--device", backend,
                   fmt::format("Backend that runs the model's ops: {} (ref: the scalar reference ops, slow, for checks; a GPU "
-                              "backend takes a device as NAME:N)",
+                              "backend takes a device as NAME:N, e.g. --device cuda:0)",
                               fmt::join(names, ", ")))
       ->check(CLI::Validator(known, "BACKEND"))
       ->capture_default_str();

@@ -104,8 +104,10 @@ TEST_CASE("the backend option takes the backends this build has and a GPU one wi
   CHECK(unknown.code == hippo::cli::kExitUsage);
   CHECK_THAT(unknown.err, Catch::Contains("unknown backend 'tpu'") && Catch::Contains("cpu, ref"));
   CHECK(run_cli({"run", "--backend", "cpu:1", "--model", "/nonexistent", "--prompt", "hi"}).code == hippo::cli::kExitUsage);
-  // Accepted: the run gets as far as the missing checkpoint.
+  // Accepted: the run gets as far as the missing checkpoint. --device is the same option.
   CHECK(run_cli({"bench", "model", "--model", "/nonexistent", "--backend", "ref"}).code == hippo::cli::kExitFailure);
+  CHECK(run_cli({"run", "--device", "ref", "--model", "/nonexistent", "--prompt", "hi"}).code == hippo::cli::kExitFailure);
+  CHECK(run_cli({"serve", "--device", "tpu"}).code == hippo::cli::kExitUsage);
 }
 
 TEST_CASE("run needs a model and a prompt", "[cli]") {
