@@ -1042,15 +1042,14 @@ struct Simd {
   // one another's latency. AVX-512 with one or two rows of x of FP8 or FP4 runs fewer streams at
   // once faster: 4 weight rows (on an AMD EPYC VM, against 8: lane-ordered FP4 at m = 2 0.78x the
   // time, FP8 at m = 1 0.86-0.90x; F32 did not gain; AVX2 keeps 4 of its 8-lane vector pairs, its
-  // best). More rows of x: as many
-  // accumulators as the registers hold (16 of AVX-512's 32), since every step loads each row of x
-  // once for all NR weight rows, and x (16 KB per row at k = 4096) falls out of the L1. BF16 with
-  // one or two rows of x takes one weight row: its decode is a shift, so even a single chain of
-  // FMAs outruns the bus, and on an AMD EPYC VM one row's stream read BF16 about 1.3x faster than 8
-  // rows' (docs/BENCHMARKS.md).
+  // best). More rows of x: as many accumulators as the registers hold (16 of AVX-512's 32), since
+  // every step loads each row of x once for all NR weight rows, and x (16 KB per row at k = 4096)
+  // falls out of the L1. BF16 with one or two rows of x takes one weight row: its decode is a
+  // shift, so even a single chain of FMAs outruns the bus, and on an AMD EPYC VM one row's stream
+  // read BF16 about 1.3x faster than 8 rows' (docs/BENCHMARKS.md).
   template <WeightFormat F, int MR>
   static constexpr int kDotRows = static_cast<int>(std::bit_floor(
-      F == WeightFormat::kBF16 && MR <= 2                   ? 1u
+      F == WeightFormat::kBF16 && MR <= 2             ? 1u
       : W == 16 && MR <= 2 && F != WeightFormat::kF32 ? 4u
       : MR == 1                                       ? std::max(1u, 8u / kV)
                                                       : std::max(1u, (W == 16 ? 16u : 8u) / (MR * kV))));
