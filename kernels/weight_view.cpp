@@ -100,7 +100,8 @@ namespace {
 
 constexpr std::uint64_t kLow7 = 0x7F7F7F7F7F7F7F7Full;
 
-// Whether any of the eight bytes of v is zero (each byte's top bit clear: no borrow crosses it).
+// Whether any of the eight bytes of v is zero (each byte's top bit clear, so adding 0x7F to a byte
+// carries into no other: its top bit ends set unless it was zero).
 bool has_zero_byte(std::uint64_t v) { return ((v + kLow7) & 0x8080808080808080ull) != 0x8080808080808080ull; }
 
 }  // namespace
