@@ -707,6 +707,29 @@ struct Simd {
     return c;
   }
 
+#if defined(__x86_64__)
+  // decode_row's FP8 fast part on AVX-512 without VBMI where the view marks its blocks (a power of
+  // two of at least 16 columns): W[row, c0 .. c1 rounded down to 16) into out, 16 columns at a time, the
+  // unmarked blocks through fp8_normal_bits times the block's multiplier (exact, as fp8_vec), the
+  // marked ones through decode_fp8_16. Returns where it stopped.
+  HIPPO_LINEAR_TARGET static std::int64_t decode_fp8_normals(const WeightView& w, const DecodeTables& tables,
+                                                             std::int64_t row, const std::uint8_t* scale_row,
+                                                             std::int64_t c0, std::int64_t c1, float* out) {
+    static_assert(W == 16, "fp8_normal_bits is AVX-512's");
+    const int shift = __builtin_ctzll(static_cast<unsigned long long>(w.block));
+    const std::uint8_t* marks = w.fp8_special_blocks + (row >> shift) * ((w.cols + w.block - 1) >> shift);
+    const auto* bytes = static_cast<const std::uint8_t*>(w.data) + row * w.cols;
+    const __m512i keep = _mm512_set1_epi32(static_cast<int>(0x87F00000u)), top = _mm512_set1_epi32(0x38000000);
+    std::int64_t c = c0;
+    for (; c + 16 <= c1; c += 16) {
+      const float mult = tables.fp8_mult[scale_row[c >> shift]];
+      if (marks[c >> shift] == 0 && mult != 0) store(out + (c - c0), fp8_normal_bits(bytes + c, keep, top) * mult);
+      else decode_fp8_16(w, tables, row, c, mult, out + (c - c0));
+    }
+    return c;
+  }
+#endif
+
   // W[row, c0 .. c1) into out[0, c1 - c0), vectorised (the panels of the prefill kernel). For FP4,
   // c0 and c1 are multiples of 32.
   HIPPO_LINEAR_TARGET static void decode_row(const WeightView& w, const DecodeTables& tables, std::int64_t row,
@@ -726,7 +749,16 @@ struct Simd {
       case WeightFormat::kFp8Block: {
         if (!kVectorDecode) break;
         const std::uint8_t* scale_row = w.scales + (row / w.block) * ((k + w.block - 1) / w.block);
-        if constexpr (kFp8ByteDecode) c = decode_fp8_groups(w, tables, row, scale_row, c0, c1, out);
+        bool normals = false;
+#if defined(__x86_64__)
+        if constexpr (W == 16 && !kFp8ByteDecode)  // (VBMI's byte permutes were as fast)
+          if (w.fp8_special_blocks != nullptr && w.block >= 16 && (w.block & (w.block - 1)) == 0 && c0 % 16 == 0) {
+            c = decode_fp8_normals(w, tables, row, scale_row, c0, c1, out);
+            normals = true;
+          }
+#endif
+        if constexpr (kFp8ByteDecode)
+          if (!normals) c = decode_fp8_groups(w, tables, row, scale_row, c0, c1, out);
         for (std::int64_t blk = c / w.block; c < c1; ++blk) {
           const std::int64_t end = std::min(c1, (blk + 1) * w.block);
           const float mult = tables.fp8_mult[scale_row[blk]];
