@@ -26,7 +26,7 @@
 //     permutes of each code's BF16 bytes (fp8_group) for one or two rows of x; AVX2, and AVX-512
 //     without VBMI for one or two rows, read the FP8 blocks the view does not mark as special
 //     through one 16-entry byte table (fp8_tile); AVX-512 past two rows straight into fp32 bits
-//     (fp8_normal_bits).
+//     (fp8_normal_bits), as do the prefill panels on AVX-512 without VBMI.
 //   - prefill: an outer-product GEMM over decoded panels, one lane at a time. x is repacked once
 //     per call (pack_x) so that a tile's values for one lane are contiguous; a panel of kNr = 2W
 //     weight rows is decoded kKc columns at a time and transposed lane-major (128 KB at most, in
