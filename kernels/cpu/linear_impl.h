@@ -606,6 +606,19 @@ struct Simd {
     }
   }
 
+  // log2 of an FP8 view's block where it is a power of two of at least 16 columns (no 16-column step
+  // then straddles two blocks), else -1.
+  static int fp8_block_shift(const WeightView& w) {
+    return w.block >= 16 && (w.block & (w.block - 1)) == 0 ? __builtin_ctzll(static_cast<unsigned long long>(w.block))
+                                                           : -1;
+  }
+
+  // The marks (WeightView::fp8_special_blocks) of the scale blocks of W's row `row`; blocks of
+  // 2^shift columns (fp8_block_shift).
+  static const std::uint8_t* fp8_marks_of_row(const WeightView& w, std::int64_t row, int shift) {
+    return w.fp8_special_blocks + (row >> shift) * ((w.cols + w.block - 1) >> shift);
+  }
+
   // One row of W as the decode kernel walks it: its bytes, its row of E8M0 scales, and the shift
   // from a column to its scale (FP8 blocks of 2^shift columns, at least 16; FP4: 32). shift < 0:
   // an FP8 block that is not such a power of two, decoded one value at a time.
@@ -622,11 +635,8 @@ struct Simd {
     switch (w.format) {
       case WeightFormat::kF32: return {data + row * k * 4, nullptr, 0, nullptr};
       case WeightFormat::kBF16: return {data + row * k * 2, nullptr, 0, nullptr};
-      case WeightFormat::kFp8Block: {
-        const bool pow2 = w.block >= 16 && (w.block & (w.block - 1)) == 0;
-        return {data + row * k, w.scales + (row / w.block) * ((k + w.block - 1) / w.block),
-                pow2 ? __builtin_ctzll(static_cast<unsigned long long>(w.block)) : -1, nullptr};
-      }
+      case WeightFormat::kFp8Block:
+        return {data + row * k, w.scales + (row / w.block) * ((k + w.block - 1) / w.block), fp8_block_shift(w), nullptr};
       case WeightFormat::kFp4Row32:
         return {data + row * fp4_code_stride(w), w.scales + row * fp4_scale_stride(w), 5, &fp4_tables()};
     }
@@ -716,8 +726,8 @@ struct Simd {
                                                              std::int64_t row, const std::uint8_t* scale_row,
                                                              std::int64_t c0, std::int64_t c1, float* out) {
     static_assert(W == 16, "fp8_normal_bits is AVX-512's");
-    const int shift = __builtin_ctzll(static_cast<unsigned long long>(w.block));
-    const std::uint8_t* marks = w.fp8_special_blocks + (row >> shift) * ((w.cols + w.block - 1) >> shift);
+    const int shift = fp8_block_shift(w);
+    const std::uint8_t* marks = fp8_marks_of_row(w, row, shift);
     const auto* bytes = static_cast<const std::uint8_t*>(w.data) + row * w.cols;
     const __m512i keep = _mm512_set1_epi32(static_cast<int>(0x87F00000u)), top = _mm512_set1_epi32(0x38000000);
     std::int64_t c = c0;
@@ -752,7 +762,7 @@ struct Simd {
         bool normals = false;
 #if defined(__x86_64__)
         if constexpr (W == 16 && !kFp8ByteDecode)  // (VBMI's byte permutes were as fast)
-          if (w.fp8_special_blocks != nullptr && w.block >= 16 && (w.block & (w.block - 1)) == 0 && c0 % 16 == 0) {
+          if (w.fp8_special_blocks != nullptr && fp8_block_shift(w) >= 0 && c0 % 16 == 0) {
             c = decode_fp8_normals(w, tables, row, scale_row, c0, c1, out);
             normals = true;
           }
@@ -917,9 +927,8 @@ struct Simd {
         kFp8Tiles && w.fp8_special_blocks != nullptr && w.block % 32 == 0 ? full / (4 * W) * (4 * W) : 0;
     if constexpr (kFp8Tiles) {
       const Fp8TileConstants& constants = fp8_tile_constants();
-      const int shift = __builtin_ctzll(static_cast<unsigned long long>(w.block));
-      const std::uint8_t* special =
-          tiles_end > 0 ? w.fp8_special_blocks + (r0 >> shift) * ((k + w.block - 1) >> shift) : nullptr;
+      const int shift = rows[0].shift;
+      const std::uint8_t* special = tiles_end > 0 ? fp8_marks_of_row(w, r0, shift) : nullptr;
       for (std::int64_t c = 0; c < tiles_end; c += 4 * W) {
         if (c % 64 == 0)
 #pragma GCC unroll 8
@@ -962,10 +971,9 @@ struct Simd {
     const std::int64_t normals_end = kFp8Normals && w.fp8_special_blocks != nullptr && w.block % 16 == 0 ? full : 0;
 #if defined(__x86_64__)
     if constexpr (kFp8Normals) {
-      const int shift = __builtin_ctzll(static_cast<unsigned long long>(w.block));
+      const int shift = rows[0].shift;
       const std::int64_t blocks = (normals_end + w.block - 1) >> shift;
-      const std::uint8_t* marks =
-          normals_end > 0 ? w.fp8_special_blocks + (r0 >> shift) * ((k + w.block - 1) >> shift) : nullptr;
+      const std::uint8_t* marks = normals_end > 0 ? fp8_marks_of_row(w, r0, shift) : nullptr;
       if (any_fp8_mark(marks, blocks, kFp8NanBlock)) return dot_rows<F, true, MR, NR>(x, xs, x_tail, w, r0, y);
       const __m512i keep = _mm512_set1_epi32(static_cast<int>(0x87F00000u)), top = _mm512_set1_epi32(0x38000000);
       for (std::int64_t b = 0; b < blocks;) {
