@@ -50,8 +50,9 @@ How it trains:
   (IndexerDistillation). Not trained: the routers' selection biases, the DSpark stages and the
   vision tower (the reference has neither; they keep hippo's init here; scripts/train_dspark.py then
   trains the DSpark stages).
-- Speed: a session runs in chunks of --chunk tokens through the reference's cache (cost linear in its
-  length; the masked one-shot attention is quadratic), and the sessions of a batch that share their
+- Speed: the mHC mixes run compiled (compiled_mixes; not with --eager); a session runs in chunks of
+  --chunk tokens through the reference's cache (cost linear in its length; the masked one-shot
+  attention is quadratic), and the sessions of a batch that share their
   first --min-shared tokens (the tool agent's 547-token system block) run them once, each continuing
   from a copy of that cache. The gradient is the same function's (the differences are summation
   order: 2e-6 against a largest entry of 15 on a five-session group); the settings of every run of a
@@ -113,6 +114,17 @@ def straight_through_quantisers():
             return y + (x - x.detach()) if x.requires_grad else y
 
         setattr(m, name, ste)
+
+
+def compiled_mixes():
+    """The mHC mixes (`hc_mixes`: the projection, the gates and the Sinkhorn iterations) through
+    torch.compile: the same function, its ~80 small operations and their backward fused into a few
+    loops; a fifth of a step's time (docs/BENCHMARKS.md). The first forward compiles (~40 s)."""
+    import torch
+    from transformers.models.deepseek_v41 import modeling_deepseek_v41 as m
+
+    mixes = torch.compile(m.DeepseekV41DecoderLayer.hc_mixes, dynamic=True)
+    m.DeepseekV41DecoderLayer.hc_mixes = lambda layer, *args: mixes(layer, *args)
 
 
 class WeightRounding:
@@ -752,6 +764,8 @@ class Trainer:
         torch.set_num_threads(args.threads)
         self.model, quant, self.tokenizer = load_reference(args.reference, self.init)
         straight_through_quantisers()
+        if not getattr(args, "eager", False):
+            compiled_mixes()
         self.rounding = WeightRounding(self.model, self.init, quant["weight_block_size"]) if args.round_weights else None
         self.sessions, skipped = read_corpus(Path(args.corpus) / "train.tokens.jsonl", args.max_tokens)
         log(f"{len(self.sessions)} training sessions ({skipped} longer than {args.max_tokens} tokens skipped)")
@@ -974,7 +988,8 @@ class Trainer:
         if self.step == 0 and self.copy_step < self.args.copy_steps:
             if not self.run_stage(self.copy_stage, "copy_step", self.args.copy_steps, start):
                 return
-        self.run_stage(self, "step", self.args.steps, start)
+        stop_at = self.args.steps if self.args.stop_at is None else min(self.args.stop_at, self.args.steps)
+        self.run_stage(self, "step", stop_at, start)
 
     @staticmethod
     def new_window():
@@ -1295,6 +1310,9 @@ def main(argv=None):
 def add_train_arguments(t) -> None:
     """The options of `train` (and of `measure`, which rebuilds its trainer)."""
     add_run_arguments(t, steps=900, lr=3e-3, warmup=30)
+    t.add_argument("--eager", action="store_true", help="run the mHC mixes eagerly, not compiled (compiled_mixes)")
+    t.add_argument("--stop-at", type=int,
+                   help="stop (resumably) at this agent step, the schedule still spanning --steps (default: at --steps)")
     t.add_argument("--batch-tokens", type=int, default=3000, help="sessions per step until this many tokens")
     t.add_argument("--weight-decay", type=float, default=0.01)
     t.add_argument("--chunk", type=int, default=512, help="forward in chunks of this many tokens (0: one forward)")
