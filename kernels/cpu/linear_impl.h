@@ -1428,8 +1428,37 @@ struct Simd {
     }
   }
 
+  // The codes of W[r0 .. r0 + nr, c0 .. c1) fetched into the L2 a few lines at a time (`issue`),
+  // spread over the tiles that run while the chunk before it is multiplied: the chunk's rows are
+  // 32 short runs that the hardware prefetchers pick up late, and decode_rows would otherwise
+  // wait for DRAM. The scales (a byte per 32 or 32 x 32 values) follow on their own.
+  struct ChunkPrefetch {
+    const char* first = nullptr;  // the first row's first byte
+    std::int64_t stride = 0, bytes = 0, line = 0, lines = 0;  // per row; next line to fetch; all lines
+
+    ChunkPrefetch() = default;
+    ChunkPrefetch(const WeightView& w, std::int64_t r0, int nr, std::int64_t c0, std::int64_t c1) {
+      // Bits per value, and bytes per row: a lane-ordered FP4 chunk of whole 128 columns is the
+      // same bytes as packed.
+      const int bits = w.format == WeightFormat::kF32 ? 32 : w.format == WeightFormat::kBF16 ? 16
+                       : w.format == WeightFormat::kFp8Block ? 8 : 4;
+      stride = w.format == WeightFormat::kFp4Row32 ? fp4_code_stride(w) : w.cols * bits / 8;
+      first = static_cast<const char*>(w.data) + r0 * stride + c0 * bits / 8;
+      bytes = (c1 - c0) * bits / 8;
+      lines = nr * ((bytes + 63) / 64);
+    }
+
+    void issue(std::int64_t n) {
+      const std::int64_t per_row = (bytes + 63) / 64;
+      for (const std::int64_t end = std::min(lines, line + n); line < end; ++line)
+        __builtin_prefetch(first + line / per_row * stride + line % per_row * 64, 0, 2);
+    }
+  };
+
   // y[tiles t0 .. t1, r0 .. r0 + kNr): chunk by chunk, the panel decoded and every tile run
   // through it lane by lane; each tile's lane sums (16 x MR x kNr) wait in `sums` between chunks.
+  // While a chunk's tiles run, the next chunk's codes are fetched (ChunkPrefetch): the panel's next
+  // chunk, or after its last the next panel's first, which is mostly this thread's next task.
   template <int MR>
   HIPPO_LINEAR_TARGET static void gemm_panel(const float* xp, std::int64_t m, const WeightView& w, std::int64_t r0,
                                              std::int64_t t0, std::int64_t t1, const LinearOut& y,
@@ -1448,11 +1477,17 @@ struct Simd {
       const std::int64_t kc = std::min(chunk, k - c0), steps = (kc + 15) / 16;
       decode_rows(w, r0, kNr, nr, c0, kc, rows, kKc);
       build_panel(rows, kc, lane_steps, panel);
+      ChunkPrefetch next;
+      if (c0 + kc < k) next = ChunkPrefetch(w, r0, nr, c0 + kc, std::min(k, c0 + kc + chunk));
+      else if (r0 + kNr < n) next = ChunkPrefetch(w, r0 + kNr, static_cast<int>(std::min<std::int64_t>(kNr, n - r0 - kNr)), 0, std::min(k, chunk));
+      const std::int64_t per_tile = (next.lines + 16 * (t1 - t0) - 1) / (16 * (t1 - t0));
       for (std::int64_t t = t0; t < t1; ++t) {
         const float* xp_tile = xp + (c0 / chunk * tiles + t) * chunk * MR;
         float* tile_sums = sums.data() + (one_chunk ? 0 : (t - t0) * kTileSums);
-        for (int l = 0; l < 16; ++l)
+        for (int l = 0; l < 16; ++l) {
+          next.issue(per_tile);
           lane_tile<MR>(xp_tile + l * lane_steps * MR, panel + l * lane_steps * kNr, steps, c0 == 0, tile_sums + l * MR * kNr);
+        }
         if (c0 + kc == k) {
           const int R = static_cast<int>(std::min<std::int64_t>(MR, m - t * MR));
           float* out[MR];
