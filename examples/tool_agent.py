@@ -151,7 +151,8 @@ class Toolbox:
             if name == "calculator":
                 return str(calculate(str(args.get("expression", ""))))
             if name == "search_files":
-                return search_files(self.root, str(args.get("text", "")), str(args.get("glob") or "*"))
+                # (stripped: the demo model writes a copied word with the space it had in the question)
+                return search_files(self.root, str(args.get("text", "")).strip(), str(args.get("glob") or "*"))
             if name == "remember":
                 key = str(args.get("key", "")).strip().lower()
                 if not key:

@@ -175,8 +175,10 @@ def main(argv=None):
                         "tasks, recall of a fact stated that far back, --tasks trials each")
     parser.add_argument("--speculative", default="auto", choices=["off", "context", "dspark", "auto"])
     parser.add_argument("--json", type=pathlib.Path)
+    parser.add_argument("--spaced-copies", action="store_true",
+                        help="tasks as gen_agent_corpus.py --spaced-copies writes them (for a model trained on such a corpus)")
     args = parser.parse_args(argv)
-    generator = gen_agent_corpus.Generator(args.seed, "heldout")
+    generator = gen_agent_corpus.Generator(args.seed, "heldout", spaced_copies=args.spaced_copies)
     if args.recall:
         return main_recall(args, generator, [int(d) for d in args.recall.split(",")])
     kinds = args.kinds.split(",")

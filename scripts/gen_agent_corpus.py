@@ -3,7 +3,7 @@
 reproducible, rendered to token ids by the `hippo` binary itself.
 
     .venv/bin/python scripts/gen_agent_corpus.py --seed 1 --sessions 20000 --out DIR \\
-        [--extra-words N] [--hippo build/release/hippo] [--tokenizer .cache/deepseek-v4-tokenizer]
+        [--spaced-copies] [--extra-words N] [--hippo build/release/hippo] [--tokenizer .cache/deepseek-v4-tokenizer]
 
 writes, for each split (train, heldout):
   DIR/{split}.jsonl         one session per line, a chat completions request whose messages end
@@ -30,6 +30,16 @@ Tool results are what examples/tool_agent.py returns for such calls (its TOOLS a
 imported, so the trained model meets the example's exact prompt). A tenth of the sessions run in
 thinking mode with a short reasoning span. Call ids are numbered per session from call_0, as the
 runtime numbers the calls it parses.
+
+With --spaced-copies, copies keep their spelling. The tokenizer writes a word after a space in other
+ids than a bare one (` thunder` is one id, `thunder` after `>` two), and the demo model learnt to
+copy ids but not, in 4,000 steps, to respell (docs/BENCHMARKS.md). So where the assistant copies the
+user's words or a tool's result, the copy goes where it gets the same ids as its source: a tool-call
+argument taken from the question starts with the space it had there (the example's tools strip
+what they look up; `recall` returns a value as `remember` stored it), a listing of files puts each
+on its own line as the search result does, and a passage to repeat or the team's answers to combine
+start on a line of their own. It also adds DEMO_WORDS, which the README's examples ask about.
+Without it the corpus is the one models/demo was trained on.
 
 Held-out split: the names and words a task asks about or answers with, fact keys, file names,
 arithmetic questions and team tasks are partitioned by a hash of their text, so a held-out task
@@ -91,6 +101,8 @@ birthday|home town|car plate|desk number|badge id|order number|table number|seat
 booking code|shoe size|favourite fruit|favourite song|sister's name|brother's name|manager's name|
 dentist's name|neighbour's name|street name|boat's name|horse's name|garage code|safe code|pin hint|
 backup day""".replace("\n", "").split("|")
+# --spaced-copies: words the README's and the examples' questions use ("which docs mention snapshots?").
+DEMO_WORDS = "snapshots sessions agents".split()
 COLOURS = "red blue green yellow purple orange teal indigo crimson amber olive navy maroon ivory".split()
 
 CHAT = [
@@ -195,8 +207,8 @@ def vocabulary_words(tokenizer_dir: str, n_words: int, n_names: int) -> tuple[li
     return words, names
 
 
-def file_name(rng):
-    a, b = rng.choice(WORDS), rng.choice(WORDS)
+def file_name(rng, words=WORDS):
+    a, b = rng.choice(words), rng.choice(words)
     return f"{rng.choice(FOLDERS)}{a}{rng.choice(['-', '_'])}{b}.{rng.choice(EXTENSIONS)}"
 
 
@@ -206,6 +218,11 @@ def code(rng):
 
 def join_names(names):
     return names[0] if len(names) == 1 else ", ".join(names[:-1]) + " and " + names[-1]
+
+
+def passage_atoms(spaced_copies: bool):
+    """What copy passages are made of (PASSAGE_ATOMS), with DEMO_WORDS where --spaced-copies adds them."""
+    return NAMES + WORDS + (DEMO_WORDS if spaced_copies else []) + FACT_KEYS + COLOURS
 
 
 class Session:
@@ -253,13 +270,17 @@ class Session:
 
 
 class Generator:
-    def __init__(self, seed: int, split: str, extra: tuple[list[str], list[str]] = ([], [])):
-        """extra: vocabulary_words' words and names, added to the training split's."""
+    def __init__(self, seed: int, split: str, extra: tuple[list[str], list[str]] = ([], []), spaced_copies=False):
+        """extra: vocabulary_words' words and names, added to the training split's; spaced_copies:
+        --spaced-copies."""
         self.rng = random.Random(f"{seed}/{split}")
         self.split = split
+        self.spaced_copies = spaced_copies
+        self.atoms = passage_atoms(spaced_copies)
         extra_words, extra_names = extra if split == "train" else ([], [])
         self.names = pool(NAMES, split) + extra_names
-        self.words = pool(WORDS, split) + extra_words
+        self.all_words = WORDS + (DEMO_WORDS if spaced_copies else [])  # of both splits
+        self.words = pool(self.all_words, split) + extra_words
         self.extra_atoms = extra_words + extra_names
         self.keys = pool(FACT_KEYS, split)
         self.files = self._file_names()
@@ -268,12 +289,17 @@ class Generator:
         rng = random.Random(f"files/{self.split}")
         names = set()
         while len(names) < 400:
-            name = file_name(rng)
+            name = file_name(rng, self.all_words)
             if heldout(name) == (self.split == "heldout"):
                 names.add(name)
         return sorted(names)
 
     # ---- values ----
+
+    def spaced(self, text):
+        """A tool-call argument that copies the user's words: with --spaced-copies, with the space
+        it had there."""
+        return " " + text if self.spaced_copies else text
 
     def expression(self):
         """(question text, expression the calculator gets, result text), in this split only."""
@@ -362,19 +388,24 @@ class Generator:
             template, glob = self.rng.choice(GLOB_QUESTIONS)
             question = template.format(w=word)
         else:
-            question = self.rng.choice(SEARCH_QUESTIONS).format(w=word)
+            questions = [q.replace("'{w}'", "{w}") for q in SEARCH_QUESTIONS] if self.spaced_copies else SEARCH_QUESTIONS
+            question = self.rng.choice(questions).format(w=word)
         files, result = self.listing(word)
         if glob:
             suffix = glob[1:]
             files = [f for f in files if f.endswith(suffix)]
             result = "\n".join(line for line in result.splitlines() if line.split(":")[0].endswith(suffix)) or \
                 f"no file under docs contains {word!r}"
-        arguments = {"text": word} if glob is None else {"text": word, "glob": glob}
+        arguments = {"text": self.spaced(word)} if glob is None else {"text": self.spaced(word), "glob": glob}
         return question, arguments, files, result
 
     def search_answer(self, word, files):
         if not files:
             return self.rng.choice([f"No file mentions {word}.", f"I found no file that mentions {word}."])
+        if self.spaced_copies:  # one per line, each after a line break as in the tool's result
+            names = "\n".join(files)
+            return self.rng.choice([f"The files that mention {word}:\n{names}", f"These files mention {word}:\n{names}",
+                                    f"{len(files)} file{'s' if len(files) > 1 else ''} mention {word}:\n{names}"])
         names = join_names(files)
         return self.rng.choice([f"{word} is mentioned in {names}.", f"The files that mention {word}: {names}.",
                                 f"These files mention {word}: {names}."])
@@ -392,7 +423,7 @@ class Generator:
         word = self.rng.choice(self.words)
         files, listing = self.listing(word)
         s.user(self.rng.choice(BOTH_QUESTIONS).format(q=question, w=word))
-        s.calls([("calculator", {"expression": expr}, result), ("search_files", {"text": word}, listing)],
+        s.calls([("calculator", {"expression": expr}, result), ("search_files", {"text": self.spaced(word)}, listing)],
                 reasoning="Two tools: the calculator and the file search.")
         calc = f"{expr} = {result}." if not result.startswith("error: ") else f"{expr} cannot be computed."
         s.answer(f"{calc} {self.search_answer(word, files)}")
@@ -404,21 +435,21 @@ class Generator:
         value = self.fact_value(key)
         s.user(self.rng.choice([f"Remember that my {key} is {value}.", f"Please remember: my {key} is {value}.",
                                 f"Note down my {key}: {value}."]))
-        s.calls([("remember", {"key": key, "value": value}, f"remembered {key!r}")])
+        s.calls([("remember", {"key": self.spaced(key), "value": self.spaced(value)}, f"remembered {key!r}")])
         s.answer(self.rng.choice([f"Noted: your {key} is {value}.", f"I will remember that your {key} is {value}.",
                                   "Done, I remembered it."]))
         self.fillers(s, self.rng.randint(0, 2))
         s.user(self.rng.choice([f"What is my {key}?", f"Can you recall my {key}?", f"Remind me of my {key}."]))
-        s.calls([("recall", {"key": key}, value)])
+        s.calls([("recall", {"key": self.spaced(key)}, self.spaced(value))])
         s.answer(f"Your {key} is {value}.")
-        s.tasks.append({"kind": "memory", "call": ["recall", {"key": key}], "expect": [value]})
+        s.tasks.append({"kind": "memory", "call": ["recall", {"key": self.spaced(key)}], "expect": [value]})
 
     def task_recall_missing(self, s: Session):
         key = self.rng.choice(self.keys)
         s.user(self.rng.choice([f"What is my {key}?", f"Can you recall my {key}?"]))
-        s.calls([("recall", {"key": key}, f"nothing is remembered under {key!r}")])
+        s.calls([("recall", {"key": self.spaced(key)}, f"nothing is remembered under {key!r}")])
         s.answer(f"I have nothing remembered about your {key}.")
-        s.tasks.append({"kind": "memory_missing", "call": ["recall", {"key": key}], "expect": [key]})
+        s.tasks.append({"kind": "memory_missing", "call": ["recall", {"key": self.spaced(key)}], "expect": [key]})
 
     def task_fact(self, s: Session):
         key = self.rng.choice(self.keys)
@@ -441,14 +472,15 @@ class Generator:
         rng = self.rng
         # The extra atoms take a third of the words, so that every atom of both splits still starts
         # many a training passage (where the held-out words' bare spelling is learnt).
-        atoms = [lambda: rng.choice(PASSAGE_ATOMS)] * (4 if self.extra_atoms else 6)
+        atoms = [lambda: rng.choice(self.atoms)] * (4 if self.extra_atoms else 6)
         extras = [lambda: rng.choice(self.extra_atoms)] * (2 if self.extra_atoms else 0)
-        makers = atoms + extras + [self.number, lambda: file_name(rng), lambda: code(rng)]
+        makers = atoms + extras + [self.number, lambda: file_name(rng, self.all_words), lambda: code(rng)]
         return " ".join(rng.choice(makers)() for _ in range(n))
 
     def task_copy(self, s: Session):
         text = self.passage(self.rng.randint(3, 30))
-        s.user(self.rng.choice([f"Repeat this exactly: {text}", f"Say back to me: {text}", f"Copy: {text}"]))
+        sep = "\n" if self.spaced_copies else " "
+        s.user(self.rng.choice([f"Repeat this exactly:{sep}{text}", f"Say back to me:{sep}{text}", f"Copy:{sep}{text}"]))
         s.answer(text)
         s.tasks.append({"kind": "copy", "expect": [text]})
 
@@ -464,7 +496,7 @@ class Generator:
         while True:
             tasks, parts = rng.choice(TEAM_TASKS)
             fields = {"city": rng.choice(CITIES), "event": rng.choice(EVENTS), "name": rng.choice(NAMES),
-                      "word": rng.choice(WORDS)}
+                      "word": rng.choice(self.all_words)}
             task = rng.choice(tasks).format(**fields)
             if heldout(task) == (self.split == "heldout"):
                 break
@@ -472,8 +504,8 @@ class Generator:
         names = rng.sample(NAMES, 3)
         fill = lambda template: template.format(  # noqa: E731
             **fields, name2=names[0], name3=names[1], name4=names[2], day=rng.choice(DAYS), day2=rng.choice(DAYS),
-            a=rng.choice(ADJECTIVES), a2=rng.choice(ADJECTIVES), w=rng.choice(WORDS), w2=rng.choice(WORDS),
-            w3=rng.choice(WORDS), food=rng.choice(FOODS), food2=rng.choice(FOODS), food3=rng.choice(FOODS),
+            a=rng.choice(ADJECTIVES), a2=rng.choice(ADJECTIVES), w=rng.choice(self.all_words), w2=rng.choice(self.all_words),
+            w3=rng.choice(self.all_words), food=rng.choice(FOODS), food2=rng.choice(FOODS), food3=rng.choice(FOODS),
             n=rng.randint(2, 99) * 50)
         return task, [parts[i][0].format(**fields) for i in chosen], [fill(parts[i][1]) for i in chosen]
 
@@ -481,9 +513,10 @@ class Generator:
         s.user(task)
         s.answer("\n".join(f"{i}. {part}" for i, part in enumerate(parts, 1)))
         s.tasks.append({"kind": "plan", "expect": parts})
-        report = "\n".join(f"Answer {i} (to: {part}): {answer}" for i, (part, answer) in enumerate(zip(parts, answers), 1))
+        sep = "\n" if self.spaced_copies else " "
+        report = "\n".join(f"Answer {i} (to: {part}):{sep}{answer}" for i, (part, answer) in enumerate(zip(parts, answers), 1))
         s.user(f"Your team answered:\n{report}\nCombine these into one answer to the task.")
-        s.answer(" ".join(answers))
+        s.answer(sep.join(answers))
         s.tasks.append({"kind": "combine", "expect": answers})
 
     def fillers(self, s: Session, n):
@@ -548,6 +581,9 @@ def main(argv=None):
     parser.add_argument("--out", type=Path, required=True)
     parser.add_argument("--hippo", default=str(ROOT / "build/release/hippo"))
     parser.add_argument("--tokenizer", default=str(ROOT / ".cache/deepseek-v4-tokenizer"))
+    parser.add_argument("--spaced-copies", action="store_true",
+                        help="copies keep their spelling: arguments with the question's space, listings and passages "
+                             "on lines of their own (see above); the corpus of the next demo model")
     parser.add_argument("--extra-words", type=int, default=0,
                         help="the training split also uses this many more words and a quarter as many names "
                              "(vocabulary_words)")
@@ -555,9 +591,11 @@ def main(argv=None):
     args.out.mkdir(parents=True, exist_ok=True)
     extra = vocabulary_words(args.tokenizer, args.extra_words, args.extra_words // 4) if args.extra_words else ([], [])
     manifest = {"seed": args.seed, "extra_words": args.extra_words, "splits": {}}
+    if args.spaced_copies:
+        manifest["spaced_copies"] = True
     answer_ids = {}
     for split, n in (("train", args.sessions), ("heldout", max(args.sessions // 10, 100))):
-        gen = Generator(args.seed, split, extra)
+        gen = Generator(args.seed, split, extra, args.spaced_copies)
         requests_path = args.out / f"{split}.jsonl"
         with open(requests_path, "w") as f:
             for _ in range(n):

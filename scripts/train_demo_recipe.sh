@@ -1,23 +1,23 @@
 #!/usr/bin/env bash
-# The demo model's training from hippo's init, as one resumable recipe: the stages that the runs
-# of docs/BENCHMARKS.md ("The demo model ...", issue #17) went through one resume at a time, in
-# their order, each switched on at the agent step where that lineage added it. Run it again to go
-# on: a stage whose target step is reached returns at once, the others resume from state.pt.
+# The demo model's training from hippo's init, as one resumable recipe: what the runs of
+# docs/BENCHMARKS.md ("The demo model ...", issue #17) learnt one resume at a time, in one schedule.
+# Run it again to go on: a stage whose target step is reached returns at once, the others resume
+# from state.pt.
 #
 #   scripts/train_demo_recipe.sh RUN [MINUTES]     # RUN: the run folder (runs/demo-recipe)
 #
-# One cosine schedule over the agent stage (--steps is the same in every stage), where the lineage
-# restarted its tail at every resume. The corpus: `gen_agent_corpus.py --seed 1 --sessions 20000`
-# in runs/corpus (CORPUS=...); the reference overlay as in scripts/reference/README.md (REFERENCE=...).
-# MINUTES bounds the whole call (resumably; 0: no bound).
+# One cosine schedule over the agent stage (--steps is the same in every stage). The corpus:
+# `gen_agent_corpus.py --seed 1 --sessions 20000 --spaced-copies` in runs/corpus-spaced (CORPUS=...);
+# the reference overlay as in scripts/reference/README.md (REFERENCE=...). MINUTES bounds the whole
+# call (resumably; 0: no bound).
 set -euo pipefail
 ROOT=$(cd "$(dirname "$0")/.." && pwd)
 RUN=${1:?usage: train_demo_recipe.sh RUN [MINUTES]}
 MINUTES=${2:-0}
 REF=${REF:-$HOME/.venvs/hippo-ref/bin/python}
 REFERENCE=${REFERENCE:-$ROOT/.cache/deepseek-v41-reference}
-CORPUS=${CORPUS:-$ROOT/runs/corpus}
-STEPS=4400
+CORPUS=${CORPUS:-$ROOT/runs/corpus-spaced}
+STEPS=3000
 DEADLINE=$(( MINUTES > 0 ? $(date +%s) + MINUTES * 60 : 0 ))
 
 train() {
@@ -33,14 +33,10 @@ train() {
 # Copying first, induction by the filler curriculum: 4 random ids around the copied ones, then 32.
 train --copy-filler 4 --copy-steps 811 --stop-at 0
 train --copy-filler 32 --copy-steps 860 --stop-at 0
-# The agent stage, copy batches mixed in, the indexers distilled from their layers' attention.
-AGENT=(--copy-filler 32 --copy-steps 860 --copy-mix 1 --copy-weight 2 --indexer-kl 1)
-stage() { local to=$1; shift; train "${AGENT[@]}" --stop-at "$to" "$@"; }
-stage 1843
-stage 2570 --start-weight 10
-stage 3252 --start-weight 10 --cued-mix 1
-stage 3697 --start-weight 10 --cued-mix 1 --argument-mix 1
-stage 4099 --start-weight 10 --cued-mix 1 --argument-mix 1 --first-word-mix 0.5
-# Trained as exported (FP8 dense, FP4 experts) for the rest of the schedule.
-stage "$STEPS" --start-weight 10 --cued-mix 1 --argument-mix 1 --first-word-mix 0.5 --round-weights
+# The agent stage: copy batches mixed in, copied answer tokens weighted twice and the first of
+# each copy ten times, the indexers distilled from their layers' attention; for the last third
+# trained as exported (FP8 dense, FP4 experts).
+AGENT=(--copy-filler 32 --copy-steps 860 --copy-mix 1 --copy-weight 2 --start-weight 10 --indexer-kl 1)
+train "${AGENT[@]}" --stop-at 2000
+train "${AGENT[@]}" --round-weights
 echo "train_demo_recipe: $RUN trained to step $STEPS; export it with train_demo.py export"

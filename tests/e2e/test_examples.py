@@ -104,9 +104,14 @@ def test_the_tools_work_on_their_own(files):
     assert found == ["notes/a.txt: 1 line", "notes/b.md: 2 lines"]
     assert toolbox.run("search_files", '{"text": "hippo", "glob": "*.md"}') == "notes/b.md: 2 lines"
     assert toolbox.run("search_files", '{"text": "giraffe"}') == "no file under files contains 'giraffe'"
+    # The demo model writes a copied word with the space it had in the question: the search strips it.
+    assert toolbox.run("search_files", '{"text": " hippo", "glob": "*.md"}') == "notes/b.md: 2 lines"
     assert toolbox.run("recall", '{"key": "Locker code"}') == "nothing is remembered under 'locker code'"
     assert toolbox.run("remember", '{"key": "Locker code", "value": "4417"}') == "remembered 'locker code'"
     assert toolbox.run("recall", '{"key": "locker code "}') == "4417"
+    # A value comes back as it was stored, a leading space included (the demo model's answers copy it so).
+    assert toolbox.run("remember", '{"key": " dog\'s name", "value": " Karl"}') == 'remembered "dog\'s name"'
+    assert toolbox.run("recall", '{"key": " dog\'s name"}') == " Karl"
 
     r = example("tool_agent.py", "--root", str(files), "--call", "search_files", '{"text": "sleeps"}')
     assert r.returncode == 0 and r.stdout == "notes/a.txt: 1 line\n", r.stderr
