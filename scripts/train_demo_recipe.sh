@@ -20,12 +20,19 @@ CORPUS=${CORPUS:-$ROOT/runs/corpus-spaced}
 STEPS=3000
 DEADLINE=$(( MINUTES > 0 ? $(date +%s) + MINUTES * 60 : 0 ))
 
-train() {
+# Minutes left before MINUTES runs out (0: no bound); fails (status 3) when none are.
+minutes_left() {
     local left=0
     if (( DEADLINE > 0 )); then
         left=$(( (DEADLINE - $(date +%s)) / 60 ))
-        (( left > 0 )) || { echo "train_demo_recipe: out of time; run again to go on"; exit 0; }
+        (( left > 0 )) || { echo "train_demo_recipe: out of time; run again to go on" >&2; exit 3; }
     fi
+    echo "$left"
+}
+
+train() {
+    local left
+    left=$(minutes_left) || exit 0
     "$REF" "$ROOT/scripts/train_demo.py" train --reference "$REFERENCE" --corpus "$CORPUS" --run "$RUN" \
         --tie-head --steps "$STEPS" --minutes "$left" "$@"
 }
@@ -39,4 +46,16 @@ train --copy-filler 32 --copy-steps 860 --stop-at 0
 AGENT=(--copy-filler 32 --copy-steps 860 --copy-mix 1 --copy-weight 2 --start-weight 10 --indexer-kl 1)
 train "${AGENT[@]}" --stop-at 2000
 train "${AGENT[@]}" --round-weights
-echo "train_demo_recipe: $RUN trained to step $STEPS; export it with train_demo.py export"
+# The checkpoint as the release stores it, then its DSpark stages distilled from it (about an hour).
+if [ ! -f "$RUN/export/provenance.json" ]; then
+    "$REF" "$ROOT/scripts/train_demo.py" export --reference "$REFERENCE" --run "$RUN" --out "$RUN/export"
+fi
+if [ ! -f "$RUN/dspark/exported" ]; then
+    left=$(minutes_left) || exit 0
+    "$REF" "$ROOT/scripts/train_dspark.py" train --reference "$REFERENCE" --checkpoint "$RUN/export" \
+        --corpus "$CORPUS" --run "$RUN/dspark" --steps 800 --threads 1 --minutes "$left"
+    minutes_left > /dev/null || exit 0  # (stopped by the bound, not done)
+    "$REF" "$ROOT/scripts/train_dspark.py" export --reference "$REFERENCE" --checkpoint "$RUN/export" --run "$RUN/dspark"
+    touch "$RUN/dspark/exported"
+fi
+echo "train_demo_recipe: $RUN/export holds the trained model (scripts/eval_demo.py --model-dir $RUN/export --spaced-copies)"
