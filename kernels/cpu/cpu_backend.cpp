@@ -6,8 +6,10 @@
 #include "kernels/cpu/linear.h"
 #include "kernels/cpu/model_ops.h"
 #include "kernels/cpu/thread_pool.h"
+#include "kernels/cpu/zero_rows.h"
 
 #include <new>
+#include <vector>
 
 namespace hippo::kernels::cpu {
 namespace {
@@ -38,10 +40,12 @@ class CpuBackend final : public Backend {
   bool supports(TableFormat) const override { return true; }
 
   // FP4 weights are read from a copy in lane order (fp4_lane_copies.h) and FP8 weights in place with
-  // their special blocks marked (fp8_special_blocks.h), where that pays.
+  // their special blocks marked (fp8_special_blocks.h), where that pays; F32 and BF16 weights whose
+  // rows are mostly zero from a copy of the others (zero_rows.h).
   Result<bool> keep_weight(const WeightView& w) override {
     const std::string isa = cpu::linear_isa();
     try {
+      if (w.format == WeightFormat::kF32 || w.format == WeightFormat::kBF16) return zero_rows_.keep(w, pool_);
       if (w.format == WeightFormat::kFp8Block) {
         if (cpu::fp8_special_blocks_pay(isa)) fp8_blocks_.keep(w, pool_);
         return false;  // its codes are still read where they are
@@ -53,10 +57,19 @@ class CpuBackend final : public Backend {
     }
   }
   void linear(const float* x, std::int64_t m, const WeightView& w, float* y) override {
-    if (m > 0) cpu::linear(x, m, kept(w), y, pool_);
+    if (m <= 0) return;
+    if (const ZeroRows::Compact* compact = zero_rows_.find(w)) {
+      std::vector<float*> rows(static_cast<std::size_t>(m));
+      for (std::int64_t i = 0; i < m; ++i) rows[static_cast<std::size_t>(i)] = y + i * w.rows;
+      if (compact_linear(x, m, w, *compact, rows.data(), pool_)) return;
+    }
+    cpu::linear(x, m, kept(w), y, pool_);
   }
   void linear_rows(const float* x, std::int64_t m, const WeightView& w, float* const* y_rows) override {
-    if (m > 0) cpu::linear_rows(x, m, kept(w), y_rows, pool_);
+    if (m <= 0) return;
+    if (const ZeroRows::Compact* compact = zero_rows_.find(w))
+      if (compact_linear(x, m, w, *compact, y_rows, pool_)) return;
+    cpu::linear_rows(x, m, kept(w), y_rows, pool_);
   }
   void rms_norm(const float* x, std::int64_t rows, std::int64_t n, const float* weight, float eps, float* out) override {
     cpu::rms_norm(x, rows, n, weight, eps, out);
@@ -120,6 +133,7 @@ class CpuBackend final : public Backend {
 
   Fp4LaneCopies fp4_copies_;
   Fp8SpecialBlocks fp8_blocks_;
+  ZeroRows zero_rows_;
 };
 
 }  // namespace
