@@ -270,8 +270,8 @@ Status run_model_bench(const ModelBenchOptions& options, std::ostream& out) {
   // The decode roof: the weight bytes a generated token reads over the read bandwidth measured now,
   // at the engine's thread count.
   const int64_t head_zero_bytes = head_zero_row_bytes(model->checkpoint());
-  const double active_bytes =
-      engine::count_parameters(model->config(), model->checkpoint().table()).active_decode_bytes - static_cast<double>(head_zero_bytes);
+  const double active_bytes = engine::count_parameters(model->config(), model->checkpoint().table()).active_decode_bytes -
+                              static_cast<double>(head_zero_bytes);
   kernels::cpu::BandwidthOptions bandwidth_options;
   bandwidth_options.threads = model->n_threads();
   HIPPO_ASSIGN_OR_RETURN(const kernels::cpu::BandwidthResult bandwidth, kernels::cpu::measure_memory_bandwidth(bandwidth_options));

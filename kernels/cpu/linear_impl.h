@@ -1433,7 +1433,7 @@ struct Simd {
   // 32 short runs that the hardware prefetchers pick up late, and decode_rows would otherwise
   // wait for DRAM. The scales (a byte per 32 or 32 x 32 values) follow on their own.
   struct ChunkPrefetch {
-    const char* first = nullptr;  // the first row's first byte
+    const char* first = nullptr;  // the chunk's first byte in its first row
     std::int64_t stride = 0, bytes = 0, line = 0, lines = 0;  // per row; next line to fetch; all lines
 
     ChunkPrefetch() = default;
@@ -1479,7 +1479,8 @@ struct Simd {
       build_panel(rows, kc, lane_steps, panel);
       ChunkPrefetch next;
       if (c0 + kc < k) next = ChunkPrefetch(w, r0, nr, c0 + kc, std::min(k, c0 + kc + chunk));
-      else if (r0 + kNr < n) next = ChunkPrefetch(w, r0 + kNr, static_cast<int>(std::min<std::int64_t>(kNr, n - r0 - kNr)), 0, std::min(k, chunk));
+      else if (r0 + kNr < n)
+        next = ChunkPrefetch(w, r0 + kNr, static_cast<int>(std::min<std::int64_t>(kNr, n - r0 - kNr)), 0, std::min(k, chunk));
       const std::int64_t per_tile = (next.lines + 16 * (t1 - t0) - 1) / (16 * (t1 - t0));
       for (std::int64_t t = t0; t < t1; ++t) {
         const float* xp_tile = xp + (c0 / chunk * tiles + t) * chunk * MR;

@@ -44,7 +44,8 @@ TEST_CASE("workers that went to sleep after spinning wake for the next call", "[
     std::this_thread::sleep_for(std::chrono::milliseconds(10));  // past the pool's spin: its workers sleep
     std::vector<std::atomic<int>> hits(30);
     pool.parallel_for(30, [&](std::int64_t begin, std::int64_t end) {
-      if (begin == 20) std::this_thread::sleep_for(std::chrono::milliseconds(5));  // a worker: the caller waits past its spin
+      // The last range: whoever runs it, the others wait past their spin.
+      if (begin == 20) std::this_thread::sleep_for(std::chrono::milliseconds(5));
       for (std::int64_t i = begin; i < end; ++i) hits[static_cast<std::size_t>(i)]++;
     });
     for (auto& h : hits) CHECK(h.load() == 1);
