@@ -161,6 +161,15 @@ def recall(client, model: str, generator, distance: int, max_tokens: int):
     return value in answer, answer, r.usage.prompt_tokens
 
 
+def trained_on_spaced_copies(model_dir: pathlib.Path) -> bool:
+    """Whether the model's corpus was written with gen_agent_corpus.py --spaced-copies (its
+    provenance.json, train_demo.py export's; False where there is none)."""
+    try:
+        return bool(json.loads((model_dir / "provenance.json").read_text())["corpus"].get("spaced_copies"))
+    except (OSError, KeyError, ValueError):
+        return False
+
+
 def main(argv=None):
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("--model-dir", help="a checkpoint (with tokenizer.json); default: the embedded default model")
@@ -176,9 +185,11 @@ def main(argv=None):
     parser.add_argument("--speculative", default="auto", choices=["off", "context", "dspark", "auto"])
     parser.add_argument("--json", type=pathlib.Path)
     parser.add_argument("--spaced-copies", action="store_true",
-                        help="tasks as gen_agent_corpus.py --spaced-copies writes them (for a model trained on such a corpus)")
+                        help="tasks as gen_agent_corpus.py --spaced-copies writes them (default: as the model's "
+                             "provenance.json says its corpus was written)")
     args = parser.parse_args(argv)
-    generator = gen_agent_corpus.Generator(args.seed, "heldout", spaced_copies=args.spaced_copies)
+    spaced = args.spaced_copies or trained_on_spaced_copies(pathlib.Path(args.model_dir or ROOT / "models" / "demo"))
+    generator = gen_agent_corpus.Generator(args.seed, "heldout", spaced_copies=spaced)
     if args.recall:
         return main_recall(args, generator, [int(d) for d in args.recall.split(",")])
     kinds = args.kinds.split(",")
