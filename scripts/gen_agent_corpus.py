@@ -388,7 +388,9 @@ class Generator:
             template, glob = self.rng.choice(GLOB_QUESTIONS)
             question = template.format(w=word)
         else:
-            questions = [q.replace("'{w}'", "{w}") for q in SEARCH_QUESTIONS] if self.spaced_copies else SEARCH_QUESTIONS
+            questions = SEARCH_QUESTIONS  # (with --spaced-copies, a word in quotes would be spelt bare)
+            if self.spaced_copies:
+                questions = [q.replace("'{w}'", "{w}") for q in SEARCH_QUESTIONS]
             question = self.rng.choice(questions).format(w=word)
         files, result = self.listing(word)
         if glob:
@@ -480,7 +482,8 @@ class Generator:
     def task_copy(self, s: Session):
         text = self.passage(self.rng.randint(3, 30))
         sep = "\n" if self.spaced_copies else " "
-        s.user(self.rng.choice([f"Repeat this exactly:{sep}{text}", f"Say back to me:{sep}{text}", f"Copy:{sep}{text}"]))
+        s.user(self.rng.choice([f"Repeat this exactly:{sep}{text}", f"Say back to me:{sep}{text}",
+                                f"Copy:{sep}{text}"]))
         s.answer(text)
         s.tasks.append({"kind": "copy", "expect": [text]})
 
@@ -504,8 +507,9 @@ class Generator:
         names = rng.sample(NAMES, 3)
         fill = lambda template: template.format(  # noqa: E731
             **fields, name2=names[0], name3=names[1], name4=names[2], day=rng.choice(DAYS), day2=rng.choice(DAYS),
-            a=rng.choice(ADJECTIVES), a2=rng.choice(ADJECTIVES), w=rng.choice(self.all_words), w2=rng.choice(self.all_words),
-            w3=rng.choice(self.all_words), food=rng.choice(FOODS), food2=rng.choice(FOODS), food3=rng.choice(FOODS),
+            a=rng.choice(ADJECTIVES), a2=rng.choice(ADJECTIVES), w=rng.choice(self.all_words),
+            w2=rng.choice(self.all_words), w3=rng.choice(self.all_words), food=rng.choice(FOODS),
+            food2=rng.choice(FOODS), food3=rng.choice(FOODS),
             n=rng.randint(2, 99) * 50)
         return task, [parts[i][0].format(**fields) for i in chosen], [fill(parts[i][1]) for i in chosen]
 
@@ -514,7 +518,8 @@ class Generator:
         s.answer("\n".join(f"{i}. {part}" for i, part in enumerate(parts, 1)))
         s.tasks.append({"kind": "plan", "expect": parts})
         sep = "\n" if self.spaced_copies else " "
-        report = "\n".join(f"Answer {i} (to: {part}):{sep}{answer}" for i, (part, answer) in enumerate(zip(parts, answers), 1))
+        report = "\n".join(f"Answer {i} (to: {part}):{sep}{answer}"
+                           for i, (part, answer) in enumerate(zip(parts, answers), 1))
         s.user(f"Your team answered:\n{report}\nCombine these into one answer to the task.")
         s.answer(sep.join(answers))
         s.tasks.append({"kind": "combine", "expect": answers})

@@ -1248,7 +1248,8 @@ def write_provenance(out: Path, saved: dict, run: Path) -> None:
     manifest = json.loads((corpus / "manifest.json").read_text())
     provenance = {
         "made_by": [f"hippo model init --preset demo --seed {train['seed']}",
-                    f"scripts/gen_agent_corpus.py --seed {manifest['seed']} --sessions {manifest['splits']['train']['sessions']}"
+                    f"scripts/gen_agent_corpus.py --seed {manifest['seed']} "
+                    f"--sessions {manifest['splits']['train']['sessions']}"
                     + (" --spaced-copies" if manifest.get("spaced_copies") else "")
                     + (f" --extra-words {manifest['extra_words']}" if manifest.get("extra_words") else ""),
                     *[f"scripts/train_demo.py train {command_options(segment['args'])} (steps {segment['from_step']}-"

@@ -55,7 +55,8 @@ if [ ! -f "$RUN/dspark/exported" ]; then
     "$REF" "$ROOT/scripts/train_dspark.py" train --reference "$REFERENCE" --checkpoint "$RUN/export" \
         --corpus "$CORPUS" --run "$RUN/dspark" --steps 800 --threads 1 --minutes "$left"
     minutes_left > /dev/null || exit 0  # (stopped by the bound, not done)
-    "$REF" "$ROOT/scripts/train_dspark.py" export --reference "$REFERENCE" --checkpoint "$RUN/export" --run "$RUN/dspark"
+    "$REF" "$ROOT/scripts/train_dspark.py" export --reference "$REFERENCE" --checkpoint "$RUN/export" \
+        --run "$RUN/dspark"
     touch "$RUN/dspark/exported"
 fi
-echo "train_demo_recipe: $RUN/export holds the trained model (scripts/eval_demo.py --model-dir $RUN/export --spaced-copies)"
+echo "train_demo_recipe: $RUN/export holds the trained model (scripts/eval_demo.py --model-dir $RUN/export)"
