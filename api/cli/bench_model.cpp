@@ -27,6 +27,7 @@
 #include "engine/model/model_summary.h"
 #include "kernels/backend_registry.h"
 #include "kernels/cpu/machine_probe.h"
+#include "kernels/cpu/zero_rows.h"
 #include "kernels/op_timing_backend.h"
 
 #include <boost/json/serialize.hpp>
@@ -54,13 +55,11 @@ using Clock = std::chrono::steady_clock;
 int64_t head_zero_row_bytes(const engine::Checkpoint& checkpoint) {
   const engine::TensorView head = checkpoint.tensor("head.weight");
   if (head.spec->dtype != engine::DType::kF32 && head.spec->dtype != engine::DType::kBF16) return 0;
-  const int64_t rows = head.spec->shape[0], row_bytes = static_cast<int64_t>(head.bytes.size()) / rows;
+  const auto format = head.spec->dtype == engine::DType::kF32 ? kernels::WeightFormat::kF32 : kernels::WeightFormat::kBF16;
+  const kernels::WeightView w{format, head.bytes.data(), nullptr, head.spec->shape[0], head.spec->shape[1], 0};
   int64_t zero = 0;
-  for (int64_t r = 0; r < rows; ++r) {
-    const std::byte* row = head.bytes.data() + r * row_bytes;
-    zero += std::all_of(row, row + row_bytes, [](std::byte b) { return b == std::byte{0}; });
-  }
-  return zero * row_bytes;
+  for (int64_t r = 0; r < w.rows; ++r) zero += kernels::cpu::is_zero_row(w, r);
+  return zero * (static_cast<int64_t>(head.bytes.size()) / w.rows);
 }
 
 struct ModelBenchOptions {

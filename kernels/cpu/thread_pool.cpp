@@ -55,6 +55,7 @@ ThreadPool::~ThreadPool() {
 void ThreadPool::run_ranges(std::uint64_t gen, int first, const std::function<void(std::int64_t, std::int64_t)>* task,
                             std::int64_t n) {
   const int ranges = size();
+  const bool worker = first != 0;  // (the caller starts at its own range, 0)
   const std::int64_t per = n / ranges, extra = n % ranges;
   for (int k = 0; k < ranges; ++k) {
     const int index = (first + k) % ranges;
@@ -69,7 +70,7 @@ void ThreadPool::run_ranges(std::uint64_t gen, int first, const std::function<vo
     const std::int64_t begin = index * per + std::min<std::int64_t>(index, extra);
     const std::int64_t end = begin + per + (index < extra ? 1 : 0);
     if (begin < end) (*task)(begin, end);
-    if (remaining_.fetch_sub(1, std::memory_order_acq_rel) == 1 && first != 0) {
+    if (remaining_.fetch_sub(1, std::memory_order_acq_rel) == 1 && worker) {
       // The caller may be about to sleep: taking the mutex orders this wake after its check.
       std::lock_guard lock(mutex_);
       work_done_.notify_one();

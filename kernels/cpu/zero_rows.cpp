@@ -15,13 +15,13 @@ bool is_dense_float(const WeightView& w) {
 
 std::int64_t row_bytes(const WeightView& w) { return w.cols * (w.format == WeightFormat::kF32 ? 4 : 2); }
 
-bool all_zero(const std::uint8_t* p, std::int64_t n) {
-  for (std::int64_t i = 0; i < n; ++i)
-    if (p[i] != 0) return false;
-  return true;
-}
-
 }  // namespace
+
+bool is_zero_row(const WeightView& w, std::int64_t row) {
+  const std::int64_t rb = row_bytes(w);
+  const auto* p = static_cast<const std::uint8_t*>(w.data) + row * rb;
+  return std::all_of(p, p + rb, [](std::uint8_t b) { return b == 0; });
+}
 
 bool ZeroRows::keep(const WeightView& w, ThreadPool& pool) {
   if (!is_dense_float(w) || w.rows < 2) return false;
@@ -33,7 +33,7 @@ bool ZeroRows::keep(const WeightView& w, ThreadPool& pool) {
   std::vector<std::uint8_t> nonzero(static_cast<std::size_t>(w.rows));
   std::int64_t count = 0;
   for (std::int64_t r = 0; r < w.rows; ++r) {
-    nonzero[static_cast<std::size_t>(r)] = !all_zero(bytes + r * rb, rb);
+    nonzero[static_cast<std::size_t>(r)] = !is_zero_row(w, r);
     count += nonzero[static_cast<std::size_t>(r)];
     if (2 * count > w.rows) return false;
   }

@@ -36,6 +36,10 @@ class ZeroRows {
   std::map<std::uintptr_t, Compact> kept_;  // by the address of the weight's first byte
 };
 
+// Whether row `row` of an F32 or BF16 view is all +0 bits (ZeroRows keeps the others; `hippo bench
+// model` leaves such rows of the head out of its roof).
+bool is_zero_row(const WeightView& w, std::int64_t row);
+
 // y [m, w.rows] = x · Wᵀ through the compact copy: its products into scratch, then scattered, the
 // other columns +0. False (y untouched) where x holds a value that is not finite.
 bool compact_linear(const float* x, std::int64_t m, const WeightView& w, const ZeroRows::Compact& compact,
