@@ -764,7 +764,7 @@ class Trainer:
         torch.set_num_threads(args.threads)
         self.model, quant, self.tokenizer = load_reference(args.reference, self.init)
         straight_through_quantisers()
-        if not getattr(args, "eager", False):
+        if not args.eager:
             compiled_mixes()
         self.rounding = WeightRounding(self.model, self.init, quant["weight_block_size"]) if args.round_weights else None
         self.sessions, skipped = read_corpus(Path(args.corpus) / "train.tokens.jsonl", args.max_tokens)
