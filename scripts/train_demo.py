@@ -1211,8 +1211,9 @@ def export(args):
         os.chmod(out / shard, 0o644)
     shutil.copyfile(init / "config.json", out / "config.json")
     shutil.copyfile(init / "model.safetensors.index.json", out / "model.safetensors.index.json")
-    shutil.copyfile(run / "log.jsonl", out / "training-log.jsonl")
-    write_provenance(out, saved, run)
+    logged = saved_log(run, saved)
+    (out / "training-log.jsonl").write_text("".join(json.dumps(entry) + "\n" for entry in logged))
+    write_provenance(out, saved, run, logged[-1])
     log(f"exported step {saved['step']} to {out}: {replaced} tensors trained, {kept} kept from the init "
         f"(add tokenizer.json to load it; `hippo serve` adds it to its copy)")
 
@@ -1231,7 +1232,23 @@ def command_options(args: dict) -> str:
                     if k not in ("command", "reference", "run", "corpus", "hippo", "tokenizer"))
 
 
-def write_provenance(out: Path, saved: dict, run: Path) -> None:
+def saved_log(run: Path, saved: dict) -> list:
+    """The log.jsonl lines of the training that `saved` (a state.pt) went through: a run stopped
+    between two saves logged steps its resume did again, and those lines give way to the new ones.
+    Copy-curriculum lines (copy_step) come before the agent stage's (step)."""
+    def position(entry):
+        return (1, entry["step"]) if "step" in entry else (0, entry["copy_step"])
+
+    entries = []
+    for line in (run / "log.jsonl").read_text().splitlines():
+        entry = json.loads(line)
+        while entries and position(entries[-1]) >= position(entry):
+            entries.pop()
+        entries.append(entry)
+    return [e for e in entries if (e["step"] <= saved["step"] if "step" in e else e["copy_step"] <= saved["copy_step"])]
+
+
+def write_provenance(out: Path, saved: dict, run: Path, last: dict) -> None:
     """provenance.json: how the checkpoint was made (commands, training settings, corpus manifest,
     commit, steps, the last logged loss) and every file's size and sha256."""
     import hashlib
@@ -1240,7 +1257,6 @@ def write_provenance(out: Path, saved: dict, run: Path) -> None:
     # A state saved before runs kept their history was one run.
     history = saved.get("history") or [{"from_step": 0, "to_step": saved["step"], "args": train}]
     corpus = Path(train["corpus"])
-    last = json.loads((run / "log.jsonl").read_text().splitlines()[-1])
     files = {}
     for path in sorted(out.iterdir()):
         if path.name not in ("provenance.json", "README.md"):

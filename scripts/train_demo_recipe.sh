@@ -9,7 +9,9 @@
 # One cosine schedule over the agent stage (--steps is the same in every stage). The corpus:
 # `gen_agent_corpus.py --seed 1 --sessions 20000 --spaced-copies` in runs/corpus-spaced (CORPUS=...);
 # the reference overlay as in scripts/reference/README.md (REFERENCE=...). MINUTES bounds the whole
-# call (resumably; 0: no bound).
+# call (resumably; 0: no bound). STEPS (default 3000) sets the schedule's length; the last third is
+# trained as exported. A run resumed with another STEPS keeps each segment's settings in its state
+# (train_demo.py export writes them into provenance.json).
 set -euo pipefail
 ROOT=$(cd "$(dirname "$0")/.." && pwd)
 RUN=${1:?usage: train_demo_recipe.sh RUN [MINUTES]}
@@ -17,7 +19,8 @@ MINUTES=${2:-0}
 REF=${REF:-$HOME/.venvs/hippo-ref/bin/python}
 REFERENCE=${REFERENCE:-$ROOT/.cache/deepseek-v41-reference}
 CORPUS=${CORPUS:-$ROOT/runs/corpus-spaced}
-STEPS=3000
+STEPS=${STEPS:-3000}
+ROUND_FROM=$(( STEPS * 2 / 3 ))
 DEADLINE=$(( MINUTES > 0 ? $(date +%s) + MINUTES * 60 : 0 ))
 
 # Minutes left before MINUTES runs out (0: no bound); fails (status 3) when none are.
@@ -44,7 +47,7 @@ train --copy-filler 32 --copy-steps 860 --stop-at 0
 # each copy ten times, the indexers distilled from their layers' attention; for the last third
 # trained as exported (FP8 dense, FP4 experts).
 AGENT=(--copy-filler 32 --copy-steps 860 --copy-mix 1 --copy-weight 2 --start-weight 10 --indexer-kl 1)
-train "${AGENT[@]}" --stop-at 2000
+train "${AGENT[@]}" --stop-at "$ROUND_FROM"
 train "${AGENT[@]}" --round-weights
 # The checkpoint as the release stores it, then its DSpark stages distilled from it (about an hour).
 if [ ! -f "$RUN/export/provenance.json" ]; then

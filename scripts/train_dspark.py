@@ -30,7 +30,6 @@ import argparse
 import hashlib
 import json
 import os
-import shutil
 import sys
 import time
 from pathlib import Path
@@ -208,8 +207,9 @@ def export(args):
     provenance["made_by"] += [
         "scripts/train_dspark.py train " + train_demo.command_options({k: v for k, v in train.items() if k != "checkpoint"}),
         "scripts/train_dspark.py export"]
-    shutil.copyfile(Path(args.run) / "log.jsonl", checkpoint / "dspark-training-log.jsonl")
-    last = json.loads((Path(args.run) / "log.jsonl").read_text().splitlines()[-1])
+    logged = train_demo.saved_log(Path(args.run), saved)
+    (checkpoint / "dspark-training-log.jsonl").write_text("".join(json.dumps(entry) + "\n" for entry in logged))
+    last = logged[-1]
     provenance["dspark"] = {"commit": train_demo.source_commit(), "steps": saved["step"], "last_logged": last}
     provenance["files"] = {path.name: {"bytes": path.stat().st_size, "sha256": hashlib.sha256(path.read_bytes()).hexdigest()}
                            for path in sorted(checkpoint.iterdir()) if path.name not in ("provenance.json", "README.md")}
