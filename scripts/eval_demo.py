@@ -146,11 +146,11 @@ def play(client, model: str, task: dict, max_tokens: int):
 
 
 def recall(client, model: str, generator, distance: int, max_tokens: int):
-    """A fact stated, a user turn of about `distance` tokens of notes after it (random words, ~1.3
-    tokens each), then the question: (solved, answer)."""
+    """A fact stated, a user turn of about `distance` tokens of notes after it (the corpus' passage
+    words, ~2.5 tokens each), then the question: (solved, answer, prompt tokens)."""
     key = generator.rng.choice(generator.keys)
     value = generator.fact_value(key)
-    notes = generator.passage(int(distance / 1.3))
+    notes = generator.passage(max(1, round(distance / 2.5)))
     messages = [{"role": "user", "content": f"My {key} is {value}."},
                 {"role": "assistant", "content": "Got it."},
                 {"role": "user", "content": f"Here are my notes: {notes}"},
