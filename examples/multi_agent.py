@@ -72,9 +72,12 @@ async def run_team(url, api_key, task, workers=3, connections=2, max_output_toke
         wall = time.monotonic() - start
         out(f"[team] {workers} workers on {connections} connection(s): {wall:.2f} s together, "
             f"{sum(r['seconds'] for r in results):.2f} s summed over the workers")
+        for r in results:
+            out(f"[answer {r['worker']}] {r['answer'].strip()!r}")
 
         # The coordinator combines, in its own session: the plan is still in its context.
-        report = "\n".join(f"Answer {r['worker']} (to: {r['part']}): {r['answer'].strip()}" for r in results)
+        # (the demo model's corpus writes each answer on a line of its own, as copies keep their ids)
+        report = "\n".join(f"Answer {r['worker']} (to: {r['part']}):\n{r['answer'].strip()}" for r in results)
         await coordinator.say(sid, f"Your team answered:\n{report}\nCombine these into one answer to the task.")
         combined = await coordinator.respond(sid, max_output_tokens=max_output_tokens)
         out(f"[combined] {combined.text.strip()!r}; {format_usage(combined.usage)}")
@@ -85,7 +88,7 @@ async def run_team(url, api_key, task, workers=3, connections=2, max_output_toke
 def main(argv=None):
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     add_connection_arguments(parser)
-    parser.add_argument("task", nargs="?", default="Write a short guide to keeping a hippo healthy.")
+    parser.add_argument("task", nargs="?", default="Plan a weekend in Lyon")
     parser.add_argument("--workers", type=int, default=3)
     parser.add_argument("--connections", type=int, default=2, help="WebSocket connections the workers share")
     parser.add_argument("--max-output-tokens", type=int, default=48)

@@ -1,7 +1,8 @@
 """The embedded default model (the trained demo checkpoint in models/demo) doing its job through a real
 `hippo serve`: the README's tool-agent task over WebSocket with examples/tool_agent.py, a tool call
-and its answer over /v1/chat/completions with the official `openai` client, held-out tasks solved
-(scripts/eval_demo.py), and the committed files being the ones provenance.json records."""
+and its answer over /v1/chat/completions with the official `openai` client and in `hippo chat`,
+held-out tasks solved (scripts/eval_demo.py), and the committed files being the ones provenance.json
+records."""
 import hashlib
 import json
 import os
@@ -50,14 +51,12 @@ def test_model_inspect_shows_the_demo_model():
     assert "hidden 64" in r.stdout and "8 heads x 64" in r.stdout and "top 64" in r.stdout
 
 
-EXPRESSION = re.compile(r"^[0-9 ()+\-*/.%a-z]+$")
-
-
 def test_the_tool_agent_runs_the_readme_task_with_real_tool_calls(server):
     """examples/tool_agent.py over WebSocket on the repository's own docs: the model calls the
-    calculator and the file search in one block, with well-formed arguments, the agent runs both and
-    the model answers on their results. (What the demo model does not do yet: copy the question's
-    numbers and words into the arguments; models/demo/README.md, "What it can do".)"""
+    calculator with the question's expression and the file search with its word, in one block, the
+    agent runs both and the model answers with the result. (What it does not do: list the docs'
+    own file names, whose ids, `ARCHITECTURE` and `BENCHMARKS` among them, no training session
+    has; models/demo/README.md.)"""
     r = subprocess.run([sys.executable, str(ROOT / "examples" / "tool_agent.py"), "--url", server.ws,
                         "--api-key", server.api_key, "--root", str(ROOT / "docs"),
                         "What is 17 * 23, and which docs mention snapshots?"],
@@ -66,34 +65,33 @@ def test_the_tool_agent_runs_the_readme_task_with_real_tool_calls(server):
     out = r.stdout
     assert re.search(r"^\[round 1\] finish tool_calls", out, re.M), out
     calls = re.findall(r"^\[tool call\] (call_\d+) (\w+) (.*)$", out, re.M)
-    assert [(call_id, name) for call_id, name, _ in calls] == [("call_0", "calculator"), ("call_1", "search_files")], out
-    expression = json.loads(calls[0][2])["expression"]
-    assert EXPRESSION.match(expression), out
-    assert isinstance(json.loads(calls[1][2])["text"], str), out
-    assert re.search(r"^\[tool result\] call_0 calculator: (?!error)", out, re.M), out
-    assert re.search(r"^\[round 2\] finish stop", out, re.M), out
-    answer = re.findall(r"^\[answer\] (.+)$", out, re.M)
-    assert len(answer) == 1 and "DSML" not in answer[0], out
+    assert [(call_id, name, json.loads(arguments)) for call_id, name, arguments in calls] == [
+        ("call_0", "calculator", {"expression": "17 * 23"}), ("call_1", "search_files", {"text": " snapshots"})], out
+    assert re.search(r"^\[tool result\] call_0 calculator: 391$", out, re.M), out
+    assert re.search(r"^\[tool result\] call_1 search_files: \S+\.md: \d+ lines?$", out, re.M), out
+    assert re.search(r"^\[round 2\] finish ", out, re.M), out
+    answer = re.search(r"^\[answer\] (.+)$", out, re.M)
+    assert answer and answer[1].startswith("17 * 23 = 391."), out
 
 
 def test_a_tool_call_and_its_answer_over_the_openai_api(server):
     client = openai.OpenAI(base_url=server.http + "/v1", api_key=server.api_key, max_retries=0, timeout=120)
     messages = [{"role": "system", "content": "You are a helpful assistant."},
-                {"role": "user", "content": "What is 48 * 12?"}]
+                {"role": "user", "content": "What is 17 * 23?"}]
     first = client.chat.completions.create(model="default", messages=messages, tools=CALCULATOR, temperature=0)
     choice = first.choices[0]
     assert choice.finish_reason == "tool_calls", choice
     call = choice.message.tool_calls[0]
     assert call.function.name == "calculator"
-    expression = json.loads(call.function.arguments)["expression"]
-    assert EXPRESSION.match(expression), expression
+    assert json.loads(call.function.arguments) == {"expression": "17 * 23"}
     result = tool_agent.Toolbox(ROOT).run("calculator", call.function.arguments)
+    assert result == "391"
     messages.append({"role": "assistant", "content": choice.message.content, "tool_calls": [
         {"id": call.id, "type": "function", "function": {"name": "calculator", "arguments": call.function.arguments}}]})
     messages.append({"role": "tool", "tool_call_id": call.id, "content": result})
     second = client.chat.completions.create(model="default", messages=messages, tools=CALCULATOR, temperature=0)
     assert second.choices[0].finish_reason == "stop"
-    assert second.choices[0].message.content and "DSML" not in second.choices[0].message.content
+    assert "391" in second.choices[0].message.content, second.choices[0].message.content
 
     chat = client.chat.completions.create(model="default", messages=[{"role": "user", "content": "Who are you?"}],
                                           temperature=0)
@@ -101,14 +99,28 @@ def test_a_tool_call_and_its_answer_over_the_openai_api(server):
     assert "hippo" in chat.choices[0].message.content, chat.choices[0].message.content
 
 
+def test_hippo_chat_shows_the_models_tool_call(server):
+    """`hippo chat --tools examples/tools.json`, as the README shows it: the model's call is printed,
+    the next line typed is its result, and the model answers with it."""
+    r = subprocess.run([HIPPO, "chat", "--url", server.ws, "--api-key", server.api_key,
+                        "--tools", str(ROOT / "examples" / "tools.json")],
+                       input="What is 17 * 23?\n391\n", capture_output=True, text=True, env=clean_env(), timeout=120)
+    assert r.returncode == 0, r.stderr
+    lines = r.stdout.splitlines()
+    assert '[tool call] call_0 calculator {"expression": "17 * 23"}' in lines, r.stdout
+    call = lines.index('[tool call] call_0 calculator {"expression": "17 * 23"}')
+    assert any("391" in line and not line.startswith("[") for line in lines[call + 1:]), r.stdout
+
+
 def test_held_out_tasks():
     """scripts/eval_demo.py on tasks no training session saw (three of each kind here; the full
     measurement is in docs/BENCHMARKS.md): the model picks the expected tools (or answers in text
-    where text is expected). Greedy decoding: the same tasks give the same result."""
+    where text is expected) and solves most tasks exactly (14 of these 21 when it was shipped).
+    Greedy decoding: the same tasks give the same result."""
     r = subprocess.run([sys.executable, str(ROOT / "scripts" / "eval_demo.py"), "--hippo", HIPPO,
                         "--tokenizer", os.environ["HIPPO_TOKENIZER_DIR"], "--tasks", "3"],
                        capture_output=True, text=True, env=clean_env(), timeout=600)
     assert r.returncode == 0, r.stderr
     total = re.search(r"^all\s+(\d+)/(\d+)\s+[\d.]+%\s+([\d.]+)%", r.stdout, re.M)
     assert total, r.stdout
-    assert float(total[3]) >= 90, r.stdout
+    assert int(total[1]) >= 14 and float(total[3]) >= 90, r.stdout

@@ -181,7 +181,7 @@ def test_tool_agent_runs_the_calls_of_a_session_that_awaits_them(checkpoint, tmp
 
 def test_multi_agent_runs_a_coordinator_and_concurrent_workers(server):
     r = example("multi_agent.py", "--url", server.ws, *key_args(server), "--workers", "3", "--connections", "2",
-                "--max-output-tokens", "24", "Plan a picnic by the river")
+                "--max-output-tokens", "24", "Plan a weekend in Lyon")
     assert r.returncode == 0, r.stderr
     out = r.stdout
     coordinator = re.search(r"^\[coordinator\] session (s_\w+)$", out, re.M)[1]
