@@ -39,7 +39,12 @@ argument taken from the question starts with the space it had there (the example
 what they look up; `recall` returns a value as `remember` stored it), a listing of files puts each
 on its own line as the search result does, and a passage to repeat or the team's answers to combine
 start on a line of their own. It also adds DEMO_WORDS, which the README's examples ask about.
-Without it the corpus is the one models/demo was trained on.
+models/demo was trained on it; without it the corpus is the one of the models before.
+
+With --repo-names (after --spaced-copies), three in ten file listings are of a repository's own
+files (REPO_FILES: this repository's docs, as the README's task searches them, and names every
+repository has), in both splits: the model can only write ids its training had. A single file
+"mentions". --team-share sets the share of examples/multi_agent.py's sessions (0.08).
 
 Held-out split: the names and words a task asks about or answers with, fact keys, file names,
 arithmetic questions and team tasks are partitioned by a hash of their text, so a held-out task
@@ -103,6 +108,12 @@ dentist's name|neighbour's name|street name|boat's name|horse's name|garage code
 backup day""".replace("\n", "").split("|")
 # --spaced-copies: words the README's and the examples' questions use ("which docs mention snapshots?").
 DEMO_WORDS = "snapshots sessions agents".split()
+# --repo-names: file names of a real repository, this one's docs among them (both splits).
+REPO_FILES = ["ARCHITECTURE.md", "BENCHMARKS.md", "agents.md", "benchmarks/model.md", "benchmarks/storage.md",
+              "benchmarks/tokenizer.md", "engine.md", "engram.md", "model-checkpoint.md", "protocol.md",
+              "reference-model.md", "storage-format.md", "tokenizer.md", "README.md", "CHANGELOG.md",
+              "CONTRIBUTING.md", "LICENSE", "SECURITY.md", "CMakeLists.txt", "Makefile", "pyproject.toml",
+              "requirements.txt", "docs/README.md", "examples/README.md", "tests/README.md"]
 COLOURS = "red blue green yellow purple orange teal indigo crimson amber olive navy maroon ivory".split()
 
 CHAT = [
@@ -270,12 +281,15 @@ class Session:
 
 
 class Generator:
-    def __init__(self, seed: int, split: str, extra: tuple[list[str], list[str]] = ([], []), spaced_copies=False):
-        """extra: vocabulary_words' words and names, added to the training split's; spaced_copies:
-        --spaced-copies."""
+    def __init__(self, seed: int, split: str, extra: tuple[list[str], list[str]] = ([], []), spaced_copies=False,
+                 repo_names=False, team_share=0.08):
+        """extra: vocabulary_words' words and names, added to the training split's; spaced_copies,
+        repo_names, team_share: --spaced-copies, --repo-names, --team-share."""
         self.rng = random.Random(f"{seed}/{split}")
         self.split = split
         self.spaced_copies = spaced_copies
+        self.repo_names = repo_names
+        self.team_share = team_share
         self.atoms = passage_atoms(spaced_copies)
         extra_words, extra_names = extra if split == "train" else ([], [])
         self.names = pool(NAMES, split) + extra_names
@@ -346,7 +360,7 @@ class Generator:
         """What search_files returns for a word: some files with counts, or none."""
         rng = self.rng
         n = rng.choice([0, 1, 1, 2, 2, 3, 3, 4, 5, 6])
-        files = sorted(rng.sample(self.files, n))
+        files = sorted(rng.sample(REPO_FILES if self.repo_names and rng.random() < 0.3 else self.files, n))
         if not files:
             folder = rng.choice(["docs", "notes", "files", "project", "work"])
             return files, f"no file under {folder} contains {word!r}"
@@ -406,8 +420,10 @@ class Generator:
             return self.rng.choice([f"No file mentions {word}.", f"I found no file that mentions {word}."])
         if self.spaced_copies:  # one per line, each after a line break as in the tool's result
             names = "\n".join(files)
+            counted = (f"{len(files)} file{'s' if len(files) > 1 else ''} "
+                       f"{'mentions' if len(files) == 1 and self.repo_names else 'mention'} {word}:\n{names}")
             return self.rng.choice([f"The files that mention {word}:\n{names}", f"These files mention {word}:\n{names}",
-                                    f"{len(files)} file{'s' if len(files) > 1 else ''} mention {word}:\n{names}"])
+                                    counted])
         names = join_names(files)
         return self.rng.choice([f"{word} is mentioned in {names}.", f"The files that mention {word}: {names}.",
                                 f"These files mention {word}: {names}."])
@@ -539,7 +555,7 @@ class Generator:
         rng = self.rng
         style = rng.random()
         thinking = rng.random() < 0.1
-        if style >= 0.92:  # examples/multi_agent.py's team: its coordinator, or one of its workers
+        if style >= 1 - self.team_share:  # examples/multi_agent.py's team: its coordinator, or one of its workers
             task, parts, answers = self.team_task()
             if rng.random() < 0.5:
                 s = Session([], multi_agent.COORDINATOR.format(n=len(parts)), False)
@@ -589,18 +605,29 @@ def main(argv=None):
     parser.add_argument("--spaced-copies", action="store_true",
                         help="copies keep their spelling: arguments with the question's space, listings and passages "
                              "on lines of their own (see above); the corpus of the next demo model")
+    parser.add_argument("--repo-names", action="store_true",
+                        help="with --spaced-copies: some file listings of a real repository's names (REPO_FILES)")
+    parser.add_argument("--team-share", type=float, default=0.08, help="share of examples/multi_agent.py's sessions")
     parser.add_argument("--extra-words", type=int, default=0,
                         help="the training split also uses this many more words and a quarter as many names "
                              "(vocabulary_words)")
     args = parser.parse_args(argv)
+    if args.repo_names and not args.spaced_copies:
+        parser.error("--repo-names lists names one per line, as --spaced-copies does: give both")
+    if not 0 <= args.team_share <= 1:
+        parser.error("--team-share is a share, 0 to 1")
     args.out.mkdir(parents=True, exist_ok=True)
     extra = vocabulary_words(args.tokenizer, args.extra_words, args.extra_words // 4) if args.extra_words else ([], [])
     manifest = {"seed": args.seed, "extra_words": args.extra_words, "splits": {}}
     if args.spaced_copies:
         manifest["spaced_copies"] = True
+    if args.repo_names:
+        manifest["repo_names"] = True
+    if args.team_share != 0.08:
+        manifest["team_share"] = args.team_share
     answer_ids = {}
     for split, n in (("train", args.sessions), ("heldout", max(args.sessions // 10, 100))):
-        gen = Generator(args.seed, split, extra, args.spaced_copies)
+        gen = Generator(args.seed, split, extra, args.spaced_copies, args.repo_names, args.team_share)
         requests_path = args.out / f"{split}.jsonl"
         with open(requests_path, "w") as f:
             for _ in range(n):

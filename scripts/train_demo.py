@@ -487,14 +487,15 @@ class CopiedTokens:
 
 
 class RestrictedVocabulary:
-    """The ids the corpus uses (`ids`, `used`), each one's column in the trained head (`column`, -1
-    for the others), and the logit log(n_unused) that stands for every other id in the softmax: their
-    head rows are zero, so each has logit 0 at inference."""
+    """The ids the corpus uses (`ids`, `used`), and `kept` ones (a state's trained ids, --new-corpus),
+    each one's column in the trained head (`column`, -1 for the others), and the logit log(n_unused)
+    that stands for every other id in the softmax: their head rows are zero, so each has logit 0 at
+    inference (a trained row left out would break that)."""
 
-    def __init__(self, sessions, vocab_size: int):
+    def __init__(self, sessions, vocab_size: int, kept=()):
         import torch
 
-        self.ids = sorted({i for ids, _ in sessions for i in ids})
+        self.ids = sorted({i for ids, _ in sessions for i in ids} | set(kept))
         self.used = torch.tensor(self.ids)
         self.column = torch.full((vocab_size,), -1, dtype=torch.long)
         self.column[self.used] = torch.arange(len(self.ids))
@@ -516,18 +517,22 @@ def write_state(run: Path, state: dict) -> None:
     os.replace(str(path) + ".partial", path)
 
 
-def saved_state(run: Path, used: list[int], new_corpus: bool = False):
-    """The run's state.pt, or None before its first save; an error if it was trained on a corpus
-    that uses other ids, unless new_corpus and this corpus uses every id it did."""
+def load_saved(run: Path):
+    """The run's state.pt, or None before its first save."""
     import torch
 
     state = run / "state.pt"
-    if not state.is_file():
-        return None
-    saved = torch.load(state, weights_only=False)
-    if saved["used"] != used and not (new_corpus and set(saved["used"]) <= set(used)):
-        raise SystemExit(f"{state}: trained on another corpus (its used ids differ); start a new --run, or go on "
-                         "with --new-corpus where this corpus uses every id that one did")
+    return torch.load(state, weights_only=False) if state.is_file() else None
+
+
+def saved_state(run: Path, used: list[int], new_corpus: bool = False, saved=None):
+    """The run's state.pt (`saved` where it is already loaded), or None before its first save; an
+    error if it was trained on a corpus that uses other ids, unless new_corpus and the vocabulary
+    keeps every id it did (RestrictedVocabulary's `kept`)."""
+    saved = saved if saved is not None else load_saved(run)
+    if saved is not None and saved["used"] != used and not (new_corpus and set(saved["used"]) <= set(used)):
+        raise SystemExit(f"{run / 'state.pt'}: trained on another corpus (its used ids differ); start a new --run, "
+                         "or go on with --new-corpus")
     return saved
 
 
@@ -769,7 +774,10 @@ class Trainer:
         self.rounding = WeightRounding(self.model, self.init, quant["weight_block_size"]) if args.round_weights else None
         self.sessions, skipped = read_corpus(Path(args.corpus) / "train.tokens.jsonl", args.max_tokens)
         log(f"{len(self.sessions)} training sessions ({skipped} longer than {args.max_tokens} tokens skipped)")
-        self.vocab = RestrictedVocabulary(self.sessions, self.model.config.vocab_size)
+        new_corpus = getattr(args, "new_corpus", False)
+        saved = load_saved(self.run)
+        kept = saved["used"] if new_corpus and saved is not None else ()
+        self.vocab = RestrictedVocabulary(self.sessions, self.model.config.vocab_size, kept)
         self.copied = CopiedTokens(self.sessions, args.copy_rare, self.tokenizer)
         self.distillation = IndexerDistillation(self.model, args.indexer_stride) if args.indexer_kl > 0 else None
         self.indexer_chunks = []  # the distillation's records of each chunk since take_indexer_chunks()
@@ -806,7 +814,7 @@ class Trainer:
         self.variant_mixes = [(name, kind(self), weight) for name, kind, weight in
                               (("argument", ArgumentWords, args.argument_mix),
                                ("first_word", PassageFirstWords, args.first_word_mix)) if weight > 0]
-        saved = saved_state(self.run, self.vocab.ids, getattr(args, "new_corpus", False))
+        saved = saved_state(self.run, self.vocab.ids, new_corpus, saved)
         if saved is not None:
             tied = bool(saved["args"].get("tie_head"))
             if tied != args.tie_head:  # the head would silently be another tensor
@@ -1363,8 +1371,8 @@ def add_train_arguments(t) -> None:
     t.add_argument("--tie-head", action="store_true",
                    help="train the head's rows as the embedding's rows of the same ids (one tensor)")
     t.add_argument("--new-corpus", action="store_true",
-                   help="go on from a state trained on another --corpus that used no id this one lacks (its ids' "
-                        "rows as the init left them; this corpus' data order from its start)")
+                   help="go on from a state trained on another --corpus (the vocabulary keeps that one's ids too; "
+                        "new ids' rows as the init left them; this corpus' data order from its start)")
     t.add_argument("--round-weights", action="store_true",
                    help="forwards see the weights rounded as the export writes them, the gradient passed straight "
                         "through (WeightRounding); measure: the exported model's figures")
