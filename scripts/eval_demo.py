@@ -161,13 +161,15 @@ def recall(client, model: str, generator, distance: int, max_tokens: int):
     return value in answer, answer, r.usage.prompt_tokens
 
 
-def trained_on_spaced_copies(model_dir: pathlib.Path) -> bool:
-    """Whether the model's corpus was written with gen_agent_corpus.py --spaced-copies (its
-    provenance.json, train_demo.py export's; False where there is none)."""
+def corpus_format(model_dir: pathlib.Path) -> dict:
+    """The task format of the model's corpus, as Generator's keyword arguments: gen_agent_corpus.py's
+    --spaced-copies and --repo-names, from the manifest in its provenance.json (train_demo.py
+    export's; the first corpus' format where there is none)."""
     try:
-        return bool(json.loads((model_dir / "provenance.json").read_text())["corpus"].get("spaced_copies"))
+        manifest = json.loads((model_dir / "provenance.json").read_text())["corpus"]
     except (OSError, KeyError, ValueError):
-        return False
+        manifest = {}
+    return {"spaced_copies": bool(manifest.get("spaced_copies")), "repo_names": bool(manifest.get("repo_names"))}
 
 
 def main(argv=None):
@@ -188,8 +190,9 @@ def main(argv=None):
                         help="tasks as gen_agent_corpus.py --spaced-copies writes them (default: as the model's "
                              "provenance.json says its corpus was written)")
     args = parser.parse_args(argv)
-    spaced = args.spaced_copies or trained_on_spaced_copies(pathlib.Path(args.model_dir or ROOT / "models" / "demo"))
-    generator = gen_agent_corpus.Generator(args.seed, "heldout", spaced_copies=spaced)
+    task_format = corpus_format(pathlib.Path(args.model_dir or ROOT / "models" / "demo"))
+    task_format["spaced_copies"] |= args.spaced_copies
+    generator = gen_agent_corpus.Generator(args.seed, "heldout", **task_format)
     if args.recall:
         return main_recall(args, generator, [int(d) for d in args.recall.split(",")])
     kinds = args.kinds.split(",")

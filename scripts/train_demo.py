@@ -1275,6 +1275,8 @@ def write_provenance(out: Path, saved: dict, run: Path, last: dict) -> None:
                     f"scripts/gen_agent_corpus.py --seed {manifest['seed']} "
                     f"--sessions {manifest['splits']['train']['sessions']}"
                     + (" --spaced-copies" if manifest.get("spaced_copies") else "")
+                    + (" --repo-names" if manifest.get("repo_names") else "")
+                    + (f" --team-share {manifest['team_share']}" if "team_share" in manifest else "")
                     + (f" --extra-words {manifest['extra_words']}" if manifest.get("extra_words") else ""),
                     *[f"scripts/train_demo.py train {command_options(segment['args'])} (steps {segment['from_step']}-"
                       f"{segment['to_step']})" for segment in history],
