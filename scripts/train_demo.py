@@ -527,10 +527,10 @@ def load_saved(run: Path):
 
 def saved_state(run: Path, used: list[int], new_corpus: bool = False, saved=None):
     """The run's state.pt (`saved` where it is already loaded), or None before its first save; an
-    error if it was trained on a corpus that uses other ids, unless new_corpus and the vocabulary
-    keeps every id it did (RestrictedVocabulary's `kept`)."""
+    error if it was trained on a corpus that uses other ids, unless new_corpus (whose vocabulary keeps
+    the state's ids: RestrictedVocabulary's `kept`)."""
     saved = saved if saved is not None else load_saved(run)
-    if saved is not None and saved["used"] != used and not (new_corpus and set(saved["used"]) <= set(used)):
+    if saved is not None and saved["used"] != used and not new_corpus:
         raise SystemExit(f"{run / 'state.pt'}: trained on another corpus (its used ids differ); start a new --run, "
                          "or go on with --new-corpus")
     return saved
@@ -1219,9 +1219,8 @@ def export(args):
         os.chmod(out / shard, 0o644)
     shutil.copyfile(init / "config.json", out / "config.json")
     shutil.copyfile(init / "model.safetensors.index.json", out / "model.safetensors.index.json")
-    logged = saved_log(run, saved)
-    (out / "training-log.jsonl").write_text("".join(json.dumps(entry) + "\n" for entry in logged))
-    write_provenance(out, saved, run, logged[-1])
+    last = write_saved_log(run, saved, out / "training-log.jsonl")
+    write_provenance(out, saved, run, last)
     log(f"exported step {saved['step']} to {out}: {replaced} tensors trained, {kept} kept from the init "
         f"(add tokenizer.json to load it; `hippo serve` adds it to its copy)")
 
@@ -1240,10 +1239,10 @@ def command_options(args: dict) -> str:
                     if k not in ("command", "reference", "run", "corpus", "hippo", "tokenizer"))
 
 
-def saved_log(run: Path, saved: dict) -> list:
-    """The log.jsonl lines of the training that `saved` (a state.pt) went through: a run stopped
-    between two saves logged steps its resume did again, and those lines give way to the new ones.
-    Copy-curriculum lines (copy_step) come before the agent stage's (step)."""
+def write_saved_log(run: Path, saved: dict, path: Path) -> dict:
+    """The log.jsonl lines of the training that `saved` (a state.pt) went through, into `path`: a run
+    stopped between two saves logged steps its resume did again, and those lines give way to the new
+    ones. Copy-curriculum lines (copy_step) come before the agent stage's (step). Returns the last."""
     def position(entry):
         return (1, entry["step"]) if "step" in entry else (0, entry["copy_step"])
 
@@ -1253,7 +1252,9 @@ def saved_log(run: Path, saved: dict) -> list:
         while entries and position(entries[-1]) >= position(entry):
             entries.pop()
         entries.append(entry)
-    return [e for e in entries if (e["step"] <= saved["step"] if "step" in e else e["copy_step"] <= saved["copy_step"])]
+    entries = [e for e in entries if (e["step"] <= saved["step"] if "step" in e else e["copy_step"] <= saved["copy_step"])]
+    path.write_text("".join(json.dumps(entry) + "\n" for entry in entries))
+    return entries[-1]
 
 
 def write_provenance(out: Path, saved: dict, run: Path, last: dict) -> None:

@@ -207,9 +207,7 @@ def export(args):
     provenance["made_by"] += [
         "scripts/train_dspark.py train " + train_demo.command_options({k: v for k, v in train.items() if k != "checkpoint"}),
         "scripts/train_dspark.py export"]
-    logged = train_demo.saved_log(Path(args.run), saved)
-    (checkpoint / "dspark-training-log.jsonl").write_text("".join(json.dumps(entry) + "\n" for entry in logged))
-    last = logged[-1]
+    last = train_demo.write_saved_log(Path(args.run), saved, checkpoint / "dspark-training-log.jsonl")
     provenance["dspark"] = {"commit": train_demo.source_commit(), "steps": saved["step"], "last_logged": last}
     provenance["files"] = {path.name: {"bytes": path.stat().st_size, "sha256": hashlib.sha256(path.read_bytes()).hexdigest()}
                            for path in sorted(checkpoint.iterdir()) if path.name not in ("provenance.json", "README.md")}
