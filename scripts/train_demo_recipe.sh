@@ -6,12 +6,14 @@
 #
 #   scripts/train_demo_recipe.sh RUN [MINUTES]     # RUN: the run folder (runs/demo-recipe)
 #
-# One cosine schedule over the agent stage (--steps is the same in every stage). The corpus:
-# `gen_agent_corpus.py --seed 1 --sessions 20000 --spaced-copies` in runs/corpus-spaced (CORPUS=...);
-# the reference overlay as in scripts/reference/README.md (REFERENCE=...). MINUTES bounds the whole
-# call (resumably; 0: no bound). STEPS (default 3000) sets the schedule's length; the last third is
-# trained as exported. A run resumed with another STEPS keeps each segment's settings in its state
-# (train_demo.py export writes them into provenance.json).
+# Two corpora, one after the other (each with its cosine schedule; --steps is the same in every stage
+# of one). CORPUS: `gen_agent_corpus.py --seed 1 --sessions 20000 --spaced-copies` in
+# runs/corpus-spaced, for STEPS (default 2000) steps, the last third trained as exported. CORPUS2:
+# the same with `--repo-names --team-share 0.16` (listings of real file names, more team sessions) in
+# runs/corpus-repo, from there to step STEPS2 (default 2800), trained as exported; it keeps the first
+# corpus' ids (--new-corpus). The reference overlay as in scripts/reference/README.md (REFERENCE=...).
+# MINUTES bounds the whole call (resumably; 0: no bound). A run resumed with other STEPS keeps each
+# segment's settings in its state (train_demo.py export writes them into provenance.json).
 set -euo pipefail
 ROOT=$(cd "$(dirname "$0")/.." && pwd)
 RUN=${1:?usage: train_demo_recipe.sh RUN [MINUTES]}
@@ -19,7 +21,9 @@ MINUTES=${2:-0}
 REF=${REF:-$HOME/.venvs/hippo-ref/bin/python}
 REFERENCE=${REFERENCE:-$ROOT/.cache/deepseek-v41-reference}
 CORPUS=${CORPUS:-$ROOT/runs/corpus-spaced}
-STEPS=${STEPS:-3000}
+CORPUS2=${CORPUS2:-$ROOT/runs/corpus-repo}
+STEPS=${STEPS:-2000}
+STEPS2=${STEPS2:-2800}
 ROUND_FROM=$(( STEPS * 2 / 3 ))
 DEADLINE=$(( MINUTES > 0 ? $(date +%s) + MINUTES * 60 : 0 ))
 
@@ -33,22 +37,35 @@ minutes_left() {
     echo "$left"
 }
 
+# The last step the run's log reached (0 before its first line).
+logged_step() {
+    [ -s "$RUN/log.jsonl" ] || { echo 0; return; }
+    tail -n 1 "$RUN/log.jsonl" | python3 -c 'import json, sys; print(json.load(sys.stdin)["step"])'
+}
+
+# train CORPUS STEPS ARGS...: one stage of train_demo.py on the run.
 train() {
-    local left
+    local corpus=$1 steps=$2 left
+    shift 2
     left=$(minutes_left) || exit 0
-    "$REF" "$ROOT/scripts/train_demo.py" train --reference "$REFERENCE" --corpus "$CORPUS" --run "$RUN" \
-        --tie-head --steps "$STEPS" --minutes "$left" "$@"
+    "$REF" "$ROOT/scripts/train_demo.py" train --reference "$REFERENCE" --corpus "$corpus" --run "$RUN" \
+        --tie-head --steps "$steps" --minutes "$left" "$@"
 }
 
 # Copying first, induction by the filler curriculum: 4 random ids around the copied ones, then 32.
-train --copy-filler 4 --copy-steps 811 --stop-at 0
-train --copy-filler 32 --copy-steps 860 --stop-at 0
 # The agent stage: copy batches mixed in, copied answer tokens weighted twice and the first of
 # each copy ten times, the indexers distilled from their layers' attention; for the last third
-# trained as exported (FP8 dense, FP4 experts).
+# trained as exported (FP8 dense, FP4 experts). (Past STEPS the state holds the second corpus' ids,
+# which the first corpus' stages would refuse.)
 AGENT=(--copy-filler 32 --copy-steps 860 --copy-mix 1 --copy-weight 2 --start-weight 10 --indexer-kl 1)
-train "${AGENT[@]}" --stop-at "$ROUND_FROM"
-train "${AGENT[@]}" --round-weights
+if (( $(logged_step) <= STEPS )); then
+    train "$CORPUS" "$STEPS" --copy-filler 4 --copy-steps 811 --stop-at 0
+    train "$CORPUS" "$STEPS" --copy-filler 32 --copy-steps 860 --stop-at 0
+    train "$CORPUS" "$STEPS" "${AGENT[@]}" --stop-at "$ROUND_FROM"
+    train "$CORPUS" "$STEPS" "${AGENT[@]}" --round-weights
+fi
+# The second corpus, as exported throughout; the DSpark stages distil on it.
+train "$CORPUS2" "$STEPS2" "${AGENT[@]}" --round-weights --new-corpus
 # The checkpoint as the release stores it, then its DSpark stages distilled from it (about an hour).
 if [ ! -f "$RUN/export/provenance.json" ]; then
     "$REF" "$ROOT/scripts/train_demo.py" export --reference "$REFERENCE" --run "$RUN" --out "$RUN/export"
@@ -56,7 +73,7 @@ fi
 if [ ! -f "$RUN/dspark/exported" ]; then
     left=$(minutes_left) || exit 0
     "$REF" "$ROOT/scripts/train_dspark.py" train --reference "$REFERENCE" --checkpoint "$RUN/export" \
-        --corpus "$CORPUS" --run "$RUN/dspark" --steps 800 --threads 1 --minutes "$left"
+        --corpus "$CORPUS2" --run "$RUN/dspark" --steps 800 --threads 1 --minutes "$left"
     minutes_left > /dev/null || exit 0  # (stopped by the bound, not done)
     "$REF" "$ROOT/scripts/train_dspark.py" export --reference "$REFERENCE" --checkpoint "$RUN/export" \
         --run "$RUN/dspark"
