@@ -53,7 +53,8 @@ using Clock = std::chrono::steady_clock;
 // Bytes of the head's rows that are all zero bits (a head trained on part of the vocabulary, as the
 // demo model's): a token need not read them, and the CPU backend does not (kernels/cpu/zero_rows.h).
 int64_t head_zero_row_bytes(const engine::Checkpoint& checkpoint) {
-  const engine::TensorView head = checkpoint.tensor("head.weight");
+  const engine::TensorView head =
+      checkpoint.tensor(std::string(engine::head_weight_prefix(checkpoint.config().text_config)) + ".weight");
   if (head.spec->dtype != engine::DType::kF32 && head.spec->dtype != engine::DType::kBF16) return 0;
   const auto format = head.spec->dtype == engine::DType::kF32 ? kernels::WeightFormat::kF32 : kernels::WeightFormat::kBF16;
   const kernels::WeightView w{format, head.bytes.data(), nullptr, head.spec->shape[0], head.spec->shape[1], 0};

@@ -140,8 +140,9 @@ void print_summary(const ModelConfig& config, const engine::ParameterCounts& par
     storage = fmt::format("quantised: FP8 E4M3 blocks {}x{} with UE8M0 scales, {} experts", q->weight_block_size[0],
                           q->weight_block_size[1], q->expert_dtype);
   out << fmt::format("model        {} ({}), {}\n", config.model_type, fmt::join(config.architectures, ", "), storage);
-  out << fmt::format("text         {} layers + {} DSpark stages, hidden {}, vocab {}, mHC x{}\n", t.num_hidden_layers,
-                     t.num_nextn_predict_layers, t.hidden_size, t.vocab_size, t.hc_mult);
+  out << fmt::format("text         {} layers + {} DSpark stages, hidden {}, vocab {}{}, mHC x{}\n", t.num_hidden_layers,
+                     t.num_nextn_predict_layers, t.hidden_size, t.vocab_size,
+                     t.tie_word_embeddings ? " (head tied to the embedding)" : "", t.hc_mult);
   out << fmt::format("attention    {} heads x {} (rope {}), q rank {}, output {} groups x {}, window {}\n",
                      t.num_attention_heads, t.head_dim, t.qk_rope_head_dim, t.q_lora_rank, t.o_groups, t.o_lora_rank,
                      t.sliding_window);

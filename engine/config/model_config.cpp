@@ -344,7 +344,6 @@ Status validate_text(const TextConfig& t, bool quantised) {
   if (t.hidden_act != "silu") return bad("text_config.hidden_act", fmt::format("'{}', expected 'silu'", t.hidden_act));
   if (t.scoring_func != "sqrtsoftplus")
     return bad("text_config.scoring_func", fmt::format("'{}', expected 'sqrtsoftplus'", t.scoring_func));
-  if (t.tie_word_embeddings) return bad("text_config.tie_word_embeddings", "must be false (embed and head are separate)");
   if (quantised && (t.hidden_size % 32 != 0 || t.moe_intermediate_size % 32 != 0))
     return bad("text_config.hidden_size", "hidden_size and moe_intermediate_size must be multiples of 32 for FP4 experts");
 
@@ -470,6 +469,9 @@ Status validate_model_config(const ModelConfig& config) {
   }
   HIPPO_RETURN_IF_ERROR(validate_text(config.text_config, config.quantised()));
   HIPPO_RETURN_IF_ERROR(validate_vision(config.vision_config));
+  // A tied head is stored once, as embed.weight (TensorTable::build); both levels must say so.
+  if (config.tie_word_embeddings != config.text_config.tie_word_embeddings)
+    return bad("tie_word_embeddings", "must equal text_config.tie_word_embeddings");
   const int64_t vocab = config.text_config.vocab_size;
   for (auto [field, id] : std::initializer_list<std::pair<std::string_view, int64_t>>{
            {"bos_token_id", config.bos_token_id},

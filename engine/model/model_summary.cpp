@@ -41,9 +41,13 @@ ParameterCounts count_parameters(const ModelConfig& config, const TensorTable& t
       case Component::kRoutedExperts: read = static_cast<double>(t.num_experts_per_tok) / static_cast<double>(t.n_routed_experts); break;
       default: read = 1; break;
     }
+    // A head tied to the embedding reads all of it per generated token, as an own head would.
+    const bool tied_head = spec.component == Component::kEmbedding && t.tie_word_embeddings;
+    if (tied_head) read += 1;
     if (spec.layer < t.num_hidden_layers) counts.active_decode_bytes += read * static_cast<double>(spec.n_bytes());
     const int64_t n = spec.n_params;
     if (n == 0) continue;
+    if (tied_head) counts.active_decode += n;
     counts.total += n;
     counts.by_component[std::string(component_name(spec.component))] += n;
     switch (spec.component) {

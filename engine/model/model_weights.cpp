@@ -169,7 +169,7 @@ ModelWeights bind_model_weights(const Checkpoint& checkpoint) {
                                   t.num_experts_per_tok));
   }
   w.final_norm = tensor_to_float(checkpoint, "norm.weight");
-  w.head = linear_view(checkpoint, "head");
+  w.head = linear_view(checkpoint, std::string(head_weight_prefix(t)));
   if (t.num_nextn_predict_layers > 0) w.dspark = bind_dspark(checkpoint);
   return w;
 }

@@ -32,6 +32,8 @@ std::string_view component_name(Component component) {
   return "?";
 }
 
+std::string_view head_weight_prefix(const TextConfig& text) { return text.tie_word_embeddings ? "embed" : "head"; }
+
 namespace {
 
 // Half-width exponent for a fan-in n: 2^-floor(log2(n)/2), about 1/sqrt(n).
@@ -307,8 +309,10 @@ TensorTable TensorTable::build(const ModelConfig& config) {
   for (const LayerRole& role : layer_schedule(t)) add_trunk_layer(b, t, role);
   b.set_scope(Component::kNorm, -1);
   b.norm("norm.weight", t.hidden_size);
-  b.set_scope(Component::kHead, -1);
-  b.bf16_linear("head", t.vocab_size, t.hidden_size);
+  if (!t.tie_word_embeddings) {  // (tied: the head reads embed.weight, head_weight_name)
+    b.set_scope(Component::kHead, -1);
+    b.bf16_linear("head", t.vocab_size, t.hidden_size);
+  }
   for (int64_t stage = 0; stage < t.num_nextn_predict_layers; ++stage) add_dspark_stage(b, t, stage);
   add_vision(b, config.vision_config, t.hidden_size);
 

@@ -25,7 +25,7 @@ namespace hippo::engine {
 // What a tensor belongs to, for parameter accounting.
 enum class Component {
   kEmbedding,      // embed.weight
-  kHead,           // head.weight
+  kHead,           // head.weight (none where the head is tied to embed.weight)
   kNorm,           // RMSNorm weights of the trunk (attn_norm, ffn_norm, final norm)
   kMhc,            // hc_{attn,ffn}_{fn,base,scale}
   kAttention,      // wq_a, q_norm, wq_b, wkv, kv_norm, wo_a, wo_b, attn_sink
@@ -40,6 +40,10 @@ enum class Component {
   kVision,         // vision.*, aligner.*, image_{start,end,newline}
 };
 std::string_view component_name(Component component);
+
+// The prefix of the tensor the head reads: "head", or "embed" where text_config ties them (a small
+// model trained with one tensor for both stores it once).
+std::string_view head_weight_prefix(const TextConfig& text);
 
 enum class Storage {
   kValues,     // the values themselves (BF16, F32, ...)

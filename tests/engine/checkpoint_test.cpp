@@ -1,7 +1,8 @@
 // `model init` checkpoints: they load and pass validation in both presets and layouts, the bytes are a
-// fixed function of the seed, the plain layout holds exactly the dequantised quantised values, and every
-// kind of bad checkpoint is an error naming the tensor and the shard.
+// fixed function of the seed, the plain layout holds exactly the dequantised quantised values, a tied
+// head is stored once, and every kind of bad checkpoint is an error naming the tensor and the shard.
 #include "kernels/ref/numeric_formats.h"
+#include "engine/model/model.h"
 #include "engine/weights/checkpoint.h"
 #include "engine/weights/checkpoint_fingerprint.h"
 #include "engine/weights/dequant.h"
@@ -380,4 +381,61 @@ TEST_CASE("the fingerprint tells checkpoints apart and is stable for one", "[che
   CHECK(a == again);
   CHECK(fingerprint(2, false, "other-seed") != a);
   CHECK(fingerprint(1, true, "quantised") != a);
+}
+
+// A head tied to the embedding (tie_word_embeddings, as the demo model trains it) is stored once, as
+// embed.weight, and read as the head: the logits equal an untied checkpoint's whose embed.weight holds
+// its head's values.
+TEST_CASE("a tied head is stored once and reads embed.weight", "[checkpoint]") {
+  TempDir dir;
+  const std::string untied = init_preset(dir, "tiny", true, 1, "untied");
+  std::vector<std::byte> head_values;
+  rewrite_shards(untied, [&](const std::string&, std::vector<ShardTensor>& tensors) {
+    for (const ShardTensor& t : tensors)
+      if (t.name == "head.weight") head_values = t.data;
+  });
+  REQUIRE(!head_values.empty());
+  rewrite_shards(untied, [&](const std::string&, std::vector<ShardTensor>& tensors) {
+    for (ShardTensor& t : tensors)
+      if (t.name == "embed.weight") t.data = head_values;
+  });
+  const std::string tied = dir / "tied";
+  fs::copy(untied, tied);
+  rewrite_shards(tied, [](const std::string&, std::vector<ShardTensor>& tensors) {
+    std::erase_if(tensors, [](const ShardTensor& t) { return t.name == "head.weight"; });
+  });
+  auto set_tied = [&](bool top, bool text) {
+    boost::json::value config = boost::json::parse(read_file(tied + "/config.json"));
+    config.as_object()["tie_word_embeddings"] = top;
+    config.at("text_config").as_object()["tie_word_embeddings"] = text;
+    write_file(tied + "/config.json", boost::json::serialize(config));
+  };
+
+  // Untied, a checkpoint without head.weight is incomplete; tied at one level only, ambiguous.
+  CHECK_THAT(load_error(tied), Catch::Contains("head.weight"));
+  set_tied(true, false);
+  CHECK_THAT(load_error(tied), Catch::Contains("tie_word_embeddings"));
+  set_tied(true, true);
+  auto checkpoint = load_checkpoint(tied);
+  INFO(checkpoint.status().to_string());
+  REQUIRE(checkpoint.ok());
+  CHECK(checkpoint->table().find("head.weight") == nullptr);
+  CHECK(checkpoint->table().total_bytes() + static_cast<int64_t>(head_values.size()) ==
+        load_checkpoint(untied)->table().total_bytes());
+
+  std::vector<int32_t> ids(150);
+  for (size_t i = 0; i < ids.size(); ++i) ids[i] = static_cast<int32_t>((i * 7919 + 13) % 120000);
+  auto logits_of = [&](const std::string& path) {
+    auto model = Model::load(path, ModelOptions{});
+    INFO(model.status().to_string());
+    REQUIRE(model.ok());
+    SessionState state = (*model)->new_session();
+    std::vector<float> logits;
+    REQUIRE((*model)->forward(state, ids, &logits).ok());
+    return logits;
+  };
+  const std::vector<float> expected = logits_of(untied);
+  const std::vector<float> got = logits_of(tied);
+  REQUIRE(got.size() == expected.size());
+  CHECK(std::memcmp(got.data(), expected.data(), got.size() * sizeof(float)) == 0);
 }

@@ -110,3 +110,25 @@ TEST_CASE("the presets' KV bytes per token", "[summary]") {
   CHECK(p.active_decode < p.backbone);
   CHECK(p.active_prefill < p.active_decode);
 }
+
+// A tied head (stored once, as embed.weight) has no parameters of its own, and a generated token still
+// reads the whole of it.
+TEST_CASE("a tied head counts once and is still read per token", "[summary]") {
+  auto untied = preset_config("demo", true);
+  REQUIRE(untied.ok());
+  ModelConfig tied = *untied;
+  tied.tie_word_embeddings = tied.text_config.tie_word_embeddings = true;
+  REQUIRE(validate_model_config(tied).ok());
+  const TensorTable tied_table = TensorTable::build(tied);
+  const TensorTable untied_table = TensorTable::build(*untied);
+  CHECK(tied_table.find("head.weight") == nullptr);
+  CHECK(head_weight_prefix(tied.text_config) == "embed");
+  const ParameterCounts a = count_parameters(*untied, untied_table);
+  const ParameterCounts b = count_parameters(tied, tied_table);
+  const int64_t head = untied->text_config.vocab_size * untied->text_config.hidden_size;
+  CHECK(b.total == a.total - head);
+  CHECK(b.by_component.count("head") == 0);
+  CHECK(b.active_decode == a.active_decode);
+  CHECK(b.active_decode_bytes == a.active_decode_bytes);
+  CHECK(b.active_prefill == a.active_prefill);
+}
