@@ -111,6 +111,11 @@ def load_config(ckpt: Path):
     if isinstance(scaling, dict) and "type" in scaling and "rope_type" not in scaling:
         scaling["rope_type"] = scaling.pop("type")
         notes.append("text_config.rope_scaling.type passed as rope_type")
+    # A tied head is stored once, as embed.weight (hippo reads it as the head); the reference class
+    # keeps its own lm_head, which read_checkpoint fills with the same values.
+    if text.get("tie_word_embeddings"):
+        text["tie_word_embeddings"] = raw["tie_word_embeddings"] = False
+        notes.append("tie_word_embeddings: the reference's lm_head loaded from embed.weight")
     raw.pop("dtype", None)
     raw.pop("torch_dtype", None)
     config = DeepseekV41Config.from_dict(raw)
@@ -184,7 +189,8 @@ def native_to_reference(name: str) -> str | None:
 
 
 def read_checkpoint(ckpt: Path):
-    """{native name: torch tensor as stored}, plus {shard file: sha256}."""
+    """{native name: torch tensor as stored}, plus {shard file: sha256}. A tied head (config.json's
+    text_config.tie_word_embeddings) reads as a `head.weight` that is embed.weight."""
     from safetensors import safe_open
 
     index = ckpt / "model.safetensors.index.json"
@@ -207,6 +213,10 @@ def read_checkpoint(ckpt: Path):
     if weight_map is not None and set(weight_map) != set(tensors):
         missing = sorted(set(weight_map) - set(tensors))[:5]
         raise SystemExit(f"{ckpt}: indexed tensors missing from the shards: {missing}")
+    if json.loads((ckpt / "config.json").read_text()).get("text_config", {}).get("tie_word_embeddings"):
+        if "head.weight" in tensors:
+            raise SystemExit(f"{ckpt}: a tied head is stored once, as embed.weight; the shards hold head.weight too")
+        tensors["head.weight"] = tensors["embed.weight"]
     return tensors, {shard: sha256_file(ckpt / shard) for shard in shards}
 
 

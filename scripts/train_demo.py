@@ -1165,10 +1165,10 @@ def store_like(tensors: dict, name: str, value, block) -> None:
 def export(args):
     """The trained weights written into a copy of the init checkpoint, tensor by tensor in its own
     dtypes (BF16, F32, FP8 E4M3 with UE8M0 block scales, packed FP4 E2M1 with UE8M0 per 32); the head
-    and embedding rows of the ids the corpus never used are zero. DSpark stages and vision keep the
-    init (scripts/train_dspark.py export writes the trained stages afterwards)."""
-    import shutil
-
+    and embedding rows of the ids the corpus never used are zero. A head trained tied (--tie-head) is
+    stored once, as embed.weight (config.json says tie_word_embeddings; shards renumbered where one
+    held only the head). DSpark stages and vision keep the init (scripts/train_dspark.py export writes
+    the trained stages afterwards)."""
     import torch
     from safetensors import safe_open
     from safetensors.torch import save_file
@@ -1197,8 +1197,10 @@ def export(args):
     for old in out.iterdir():  # a previous export; its README.md stays
         if old.name != "README.md":
             old.unlink()
+    tied = bool(saved["args"].get("tie_head"))
     index = json.loads((init / "model.safetensors.index.json").read_text())
     shards = sorted(set(index["weight_map"].values()))
+    written = []  # (init shard, its tensors, metadata)
     replaced = kept = 0
     for shard in shards:
         tensors = {}
@@ -1206,6 +1208,8 @@ def export(args):
             metadata = f.metadata()
             for name in f.keys():
                 tensors[name] = f.get_tensor(name)
+        if tied:
+            tensors.pop("head.weight", None)
         for name in list(tensors):
             if name.endswith(".scale") and name[: -len(".scale")] + ".weight" in tensors:
                 continue
@@ -1215,10 +1219,24 @@ def export(args):
                 continue
             store_like(tensors, name, params[target].detach().float(), block)
             replaced += 1
+        if tensors:
+            written.append((tensors, metadata))
+    weight_map, total = {}, 0
+    for i, (tensors, metadata) in enumerate(written):
+        shard = f"model-{i + 1:05d}-of-{len(written):05d}.safetensors"
         save_file(tensors, str(out / shard), metadata=metadata)
         os.chmod(out / shard, 0o644)
-    shutil.copyfile(init / "config.json", out / "config.json")
-    shutil.copyfile(init / "model.safetensors.index.json", out / "model.safetensors.index.json")
+        weight_map.update({name: shard for name in tensors})
+        total += sum(t.numel() * t.element_size() for t in tensors.values())
+    # hippo's config.json with its two tie_word_embeddings flags set, in its own layout.
+    config = (init / "config.json").read_text()
+    if tied:
+        config = config.replace('"tie_word_embeddings": false', '"tie_word_embeddings": true')
+    parsed = json.loads(config)
+    assert parsed["tie_word_embeddings"] is tied and parsed["text_config"]["tie_word_embeddings"] is tied, config
+    (out / "config.json").write_text(config)
+    index = {"metadata": {**index.get("metadata", {}), "total_size": total}, "weight_map": dict(sorted(weight_map.items()))}
+    (out / "model.safetensors.index.json").write_text(json.dumps(index, indent=2) + "\n")
     last = write_saved_log(run, saved, out / "training-log.jsonl")
     write_provenance(out, saved, run, last)
     log(f"exported step {saved['step']} to {out}: {replaced} tensors trained, {kept} kept from the init "
