@@ -17,7 +17,9 @@ WORK=$(mktemp -d)
 trap 'rm -rf "$WORK"' EXIT
 
 find "$ROOT/models/demo" -maxdepth 1 -type f ! -name README.md -delete
-cp "$RUN"/export/* "$ROOT/models/demo/"
+# The checkpoint's own files (provenance.json lists them), not a tokenizer copied in for an evaluation.
+"$REF" -c 'import json, sys; print("\n".join(["provenance.json", *json.load(open(sys.argv[1]))["files"]]))' \
+    "$RUN/export/provenance.json" | while read -r name; do cp "$RUN/export/$name" "$ROOT/models/demo/"; done
 "$REF" "$ROOT/scripts/demo_golden_prompts.py" "$CORPUS" "$WORK/prompts.json"
 # The reference reads the checkpoint with its tokenizer beside it, as `hippo serve` does.
 mkdir "$WORK/demo-golden-ckpt"

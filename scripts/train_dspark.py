@@ -209,8 +209,11 @@ def export(args):
         "scripts/train_dspark.py export"]
     last = train_demo.write_saved_log(Path(args.run), saved, checkpoint / "dspark-training-log.jsonl")
     provenance["dspark"] = {"commit": train_demo.source_commit(), "steps": saved["step"], "last_logged": last}
-    provenance["files"] = {path.name: {"bytes": path.stat().st_size, "sha256": hashlib.sha256(path.read_bytes()).hexdigest()}
-                           for path in sorted(checkpoint.iterdir()) if path.name not in ("provenance.json", "README.md")}
+    # The checkpoint's files as the text model's export listed them, and this log (not a tokenizer
+    # copied in to evaluate it).
+    names = sorted({*provenance["files"], "dspark-training-log.jsonl"})
+    provenance["files"] = {name: {"bytes": (checkpoint / name).stat().st_size,
+                                  "sha256": hashlib.sha256((checkpoint / name).read_bytes()).hexdigest()} for name in names}
     provenance_path.write_text(json.dumps(provenance, indent=1) + "\n")
     log(f"wrote {written} DSpark tensors (step {saved['step']}) into {checkpoint}")
 
