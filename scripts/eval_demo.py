@@ -11,7 +11,11 @@ questions no training session used) plays the conversation as an agent would: th
 in, and every tool call the model makes must be the expected one (tool name and arguments equal as
 JSON); its result is the tool's real result (the calculator runs; file listings and memory come
 from the task) and goes back in; the task is solved when the model's final answer holds every
-expected fact (the result, each file name, the remembered value, the copied passage). Turns that are
+expected fact (the result, each file name, the remembered value, the copied passage). The team kinds
+(--kinds plan,part,combine: examples/multi_agent.py's coordinator and workers) grade a plan as solved
+when each line is a distinct part of the task's kind, a worker's answer when its part's template
+gives it with any draw of its free words (gen_agent_corpus.team_pattern), and a combined answer when
+it holds every worker's answer. Turns that are
 not graded (small talk between a fact and its question) keep the model's own answer. Greedy
 decoding. Prints per kind and in all the share of tasks solved, and the share in which every call
 the model made named the expected tools (and text came where text was expected) up to the first
@@ -40,6 +44,7 @@ sys.path.insert(0, str(ROOT / "scripts"))
 import gen_agent_corpus  # noqa: E402
 
 KINDS = ["calc", "search", "both", "memory", "memory_missing", "fact", "copy"]
+TEAM_KINDS = list(gen_agent_corpus.TEAM_KINDS)  # examples/multi_agent.py's: --kinds plan,part,combine
 
 
 class Server:
@@ -138,7 +143,14 @@ def play(client, model: str, task: dict, max_tokens: int):
         history.append({"role": "assistant", "content": got.content or ""})
         final_text = got.content or ""
         i += 1
-    facts = task["task"][-1].get("expect", [])
+    graded = task["task"][-1]
+    if "pattern" in graded:  # a plan or a worker's answer: one of the many sensible ones, no line twice
+        answer = (final_text or "").strip()
+        lines = answer.splitlines()
+        if not re.fullmatch(graded["pattern"], answer) or len(set(lines)) != len(lines):
+            return False, f"the answer {final_text!r} is not one the task's templates give", transcript, right_tools
+        return True, "", transcript, right_tools
+    facts = graded.get("expect", [])
     missing = [f for f in facts if f not in (final_text or "")]
     if missing:
         return False, f"the answer {final_text!r} lacks {missing}", transcript, right_tools
@@ -163,13 +175,14 @@ def recall(client, model: str, generator, distance: int, max_tokens: int):
 
 def corpus_format(model_dir: pathlib.Path) -> dict:
     """The task format of the model's corpus, as Generator's keyword arguments: gen_agent_corpus.py's
-    --spaced-copies and --repo-names, from the manifest in its provenance.json (train_demo.py
+    --spaced-copies, --repo-names and --fixed-team-answers, from the manifest in its provenance.json (train_demo.py
     export's; the first corpus' format where there is none)."""
     try:
         manifest = json.loads((model_dir / "provenance.json").read_text())["corpus"]
     except (OSError, KeyError, ValueError):
         manifest = {}
-    return {"spaced_copies": bool(manifest.get("spaced_copies")), "repo_names": bool(manifest.get("repo_names"))}
+    return {"spaced_copies": bool(manifest.get("spaced_copies")), "repo_names": bool(manifest.get("repo_names")),
+            "fixed_team_answers": bool(manifest.get("fixed_team_answers"))}
 
 
 def main(argv=None):
@@ -179,7 +192,7 @@ def main(argv=None):
                         help="for the embedded default model")
     parser.add_argument("--hippo", default=str(ROOT / "build/release/hippo"))
     parser.add_argument("--tasks", type=int, default=20, help="tasks per kind")
-    parser.add_argument("--kinds", default=",".join(KINDS))
+    parser.add_argument("--kinds", default=",".join(KINDS), help=f"of {','.join(KINDS + TEAM_KINDS)}")
     parser.add_argument("--seed", type=int, default=7)
     parser.add_argument("--max-tokens", type=int, default=128)
     parser.add_argument("--recall", default="", help="distances in tokens (e.g. 1000,8000,32000): instead of the "

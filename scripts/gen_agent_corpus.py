@@ -3,7 +3,8 @@
 reproducible, rendered to token ids by the `hippo` binary itself.
 
     .venv/bin/python scripts/gen_agent_corpus.py --seed 1 --sessions 20000 --out DIR \\
-        [--spaced-copies] [--extra-words N] [--hippo build/release/hippo] [--tokenizer .cache/deepseek-v4-tokenizer]
+        [--spaced-copies [--repo-names]] [--team-share S] [--fixed-team-answers] [--extra-words N]
+        [--hippo build/release/hippo] [--tokenizer .cache/deepseek-v4-tokenizer]
 
 writes, for each split (train, heldout):
   DIR/{split}.jsonl         one session per line, a chat completions request whose messages end
@@ -45,6 +46,9 @@ With --repo-names (after --spaced-copies), three in ten file listings are of a r
 files (REPO_FILES: this repository's docs, as the README's task searches them, and names every
 repository has), in both splits: the model can only write ids its training had. A single file
 "mentions". --team-share sets the share of examples/multi_agent.py's sessions (0.08).
+--fixed-team-answers gives each team part one answer made of the task's own words (FIXED_TEAM_ANSWERS)
+and a plan of n parts the first n: an answer with a word drawn from many has no likely next id, so
+greedy decoding wrote none of them (4 of 15 worker answers looped on `the and`, docs/BENCHMARKS.md).
 
 Held-out split: the names and words a task asks about or answers with, fact keys, file names,
 arithmetic questions and team tasks are partitioned by a hash of their text, so a held-out task
@@ -66,6 +70,7 @@ import argparse
 import hashlib
 import json
 import random
+import re
 import subprocess
 import sys
 import zlib
@@ -155,6 +160,28 @@ TEAM_TASKS = [
       ("Estimate the cost of the {word}", "The {word} costs about {n} euros a year."),
       ("Name who looks after the {word}", "{name2} looks after the {word}, with {name3} on {day}.")]),
 ]
+
+# --fixed-team-answers: one answer per part of TEAM_TASKS (same order), with only the task's own
+# fields, which the worker's prompt holds: a worker's answer is a function of its part, so greedy
+# decoding can give it (a word drawn from many has no likely continuation).
+FIXED_TEAM_ANSWERS = [
+    ["Take the early train to {city} on Saturday and come back on Sunday evening.",
+     "Stay in a quiet hotel in the centre of {city}.",
+     "In {city}, see the old town and the main square, then walk by the river.",
+     "Eat at the market in {city} and try the local bread and cheese.",
+     "Pack light clothes, a rain jacket and good shoes for the streets of {city}."],
+    ["Hold the {event} on Saturday evening at home.",
+     "Invite {name}'s family and closest friends.",
+     "Serve soup, bread, cheese and a cake.",
+     "Ask a friend of {name} to play the guitar at the {event}.",
+     "Keep the {event} under 500 euros, food first."],
+    ["The {word} is old but still works.",
+     "The {word} is worn and needs repairs.",
+     "Repair the {word} and check it every month.",
+     "The {word} costs about 200 euros a year.",
+     "The caretaker looks after the {word}."],
+]
+TEAM_KINDS = ("plan", "part", "combine")  # single_task's kinds of team sessions
 
 CALC_QUESTIONS = ["What is {q}?", "Compute {q}.", "Calculate {q}, please.", "How much is {q}?", "what's {q}",
                   "Please work out {q}.", "Can you tell me {q}?", "{q} = ?"]
@@ -282,14 +309,16 @@ class Session:
 
 class Generator:
     def __init__(self, seed: int, split: str, extra: tuple[list[str], list[str]] = ([], []), spaced_copies=False,
-                 repo_names=False, team_share=0.08):
+                 repo_names=False, team_share=0.08, fixed_team_answers=False):
         """extra: vocabulary_words' words and names, added to the training split's; spaced_copies,
-        repo_names, team_share: --spaced-copies, --repo-names, --team-share."""
+        repo_names, team_share, fixed_team_answers: --spaced-copies, --repo-names, --team-share,
+        --fixed-team-answers."""
         self.rng = random.Random(f"{seed}/{split}")
         self.split = split
         self.spaced_copies = spaced_copies
         self.repo_names = repo_names
         self.team_share = team_share
+        self.fixed_team_answers = fixed_team_answers
         self.atoms = passage_atoms(spaced_copies)
         extra_words, extra_names = extra if split == "train" else ([], [])
         self.names = pool(NAMES, split) + extra_names
@@ -510,7 +539,9 @@ class Generator:
         s.tasks.append({"kind": "chat"})
 
     def team_task(self):
-        """(task, parts, answers) of a team task in this split: n parts for n workers."""
+        """(task, parts, answers, patterns, every part) of a team task in this split: n parts for n
+        workers, for each a regular expression of every answer its template can give (team_pattern),
+        and all the parts of the task's kind."""
         rng = self.rng
         while True:
             tasks, parts = rng.choice(TEAM_TASKS)
@@ -519,6 +550,13 @@ class Generator:
             task = rng.choice(tasks).format(**fields)
             if heldout(task) == (self.split == "heldout"):
                 break
+        if self.fixed_team_answers:  # the first n parts, each with its one answer
+            family = next(k for k, (_, p) in enumerate(TEAM_TASKS) if p is parts)
+            chosen = list(range(rng.randint(2, 4)))
+            parts = [(part, answer) for (part, _), answer in zip(parts, FIXED_TEAM_ANSWERS[family])]
+            return (task, [parts[i][0].format(**fields) for i in chosen],
+                    [parts[i][1].format(**fields) for i in chosen],
+                    [self.team_pattern(parts[i][1], fields) for i in chosen], [p[0].format(**fields) for p in parts])
         chosen = sorted(rng.sample(range(len(parts)), rng.randint(2, 4)))
         names = rng.sample(NAMES, 3)
         fill = lambda template: template.format(  # noqa: E731
@@ -527,12 +565,31 @@ class Generator:
             w2=rng.choice(self.all_words), w3=rng.choice(self.all_words), food=rng.choice(FOODS),
             food2=rng.choice(FOODS), food3=rng.choice(FOODS),
             n=rng.randint(2, 99) * 50)
-        return task, [parts[i][0].format(**fields) for i in chosen], [fill(parts[i][1]) for i in chosen]
+        return (task, [parts[i][0].format(**fields) for i in chosen], [fill(parts[i][1]) for i in chosen],
+                [self.team_pattern(parts[i][1], fields) for i in chosen], [p[0].format(**fields) for p in parts])
 
-    def task_plan(self, s: Session, task, parts, answers):
+    def team_pattern(self, template: str, fields: dict) -> str:
+        """The answers a worker's answer template gives with the task's own fields and any draw of the
+        others (an adjective, a day, a word of either split, ...): what scripts/eval_demo.py accepts as
+        a sensible answer to that part."""
+        def one_of(words):
+            return "(?:" + "|".join(re.escape(w) for w in words) + ")"
+
+        slots = {"a": one_of(ADJECTIVES), "a2": one_of(ADJECTIVES), "day": one_of(DAYS), "day2": one_of(DAYS),
+                 "w": one_of(self.all_words), "w2": one_of(self.all_words), "w3": one_of(self.all_words),
+                 "food": one_of(FOODS), "food2": one_of(FOODS), "food3": one_of(FOODS), "name2": one_of(NAMES),
+                 "name3": one_of(NAMES), "name4": one_of(NAMES), "n": r"\d+"}
+        pieces = re.split(r"\{(\w+)\}", template)
+        return "".join(re.escape(piece) if i % 2 == 0 else
+                       (re.escape(fields[piece]) if piece in fields else slots[piece])
+                       for i, piece in enumerate(pieces))
+
+    def task_plan(self, s: Session, task, parts, answers, combine=True):
         s.user(task)
         s.answer("\n".join(f"{i}. {part}" for i, part in enumerate(parts, 1)))
         s.tasks.append({"kind": "plan", "expect": parts})
+        if not combine:
+            return
         sep = "\n" if self.spaced_copies else " "
         report = "\n".join(f"Answer {i} (to: {part}):{sep}{answer}"
                            for i, (part, answer) in enumerate(zip(parts, answers), 1))
@@ -540,12 +597,39 @@ class Generator:
         s.answer(sep.join(answers))
         s.tasks.append({"kind": "combine", "expect": answers})
 
+    def team_session(self, kind: str | None = None, graded=False) -> Session:
+        """A session of examples/multi_agent.py's team: "combine" (the coordinator's plan, then its
+        combined answer), "plan" (the plan alone) or "part" (a worker's); None: "combine" or "part", one
+        in two (drawn after the task, as the corpora were). graded (scripts/eval_demo.py):
+        plans and parts have many sensible answers, so their last task record carries the pattern of
+        them all (team_pattern; a plan: as many lines as parts, each a part of the task's kind)."""
+        task, parts, answers, patterns, every_part = self.team_task()
+        if kind is None:
+            kind = "combine" if self.rng.random() < 0.5 else "part"
+        if kind == "part":
+            i = self.rng.randrange(len(parts))
+            s = Session([], multi_agent.WORKER.format(i=i + 1), False)
+            s.user(parts[i])
+            s.answer(answers[i])
+            s.tasks.append({"kind": "part", "expect": [answers[i]]})
+            if graded:
+                s.tasks[-1]["pattern"] = patterns[i]
+            return s
+        s = Session([], multi_agent.COORDINATOR.format(n=len(parts)), False)
+        self.task_plan(s, task, parts, answers, combine=kind == "combine")
+        if graded and kind == "plan":
+            any_part = "(?:" + "|".join(re.escape(p) for p in every_part) + ")"
+            s.tasks[-1]["pattern"] = "\n".join(f"{i}\\. {any_part}" for i in range(1, len(parts) + 1))
+        return s
+
     def fillers(self, s: Session, n):
         for _ in range(n):
             self.rng.choice([self.task_chat, self.task_copy] + ([self.task_calc] if s.tools else []))(s)
 
     def single_task(self, kind: str) -> dict:
-        """A session of one task of this kind, in the tool agent's setting (scripts/eval_demo.py)."""
+        """A session of one task of this kind (scripts/eval_demo.py): in the tool agent's setting, or a team's."""
+        if kind in TEAM_KINDS:
+            return self.team_session(kind, graded=True).request()
         s = Session(tool_agent.TOOLS, tool_agent.INSTRUCTIONS, False)
         {"calc": self.task_calc, "search": self.task_search, "both": self.task_both, "memory": self.task_memory,
          "memory_missing": self.task_recall_missing, "fact": self.task_fact, "copy": self.task_copy}[kind](s)
@@ -556,17 +640,7 @@ class Generator:
         style = rng.random()
         thinking = rng.random() < 0.1
         if style >= 1 - self.team_share:  # examples/multi_agent.py's team: its coordinator, or one of its workers
-            task, parts, answers = self.team_task()
-            if rng.random() < 0.5:
-                s = Session([], multi_agent.COORDINATOR.format(n=len(parts)), False)
-                self.task_plan(s, task, parts, answers)
-            else:
-                i = rng.randrange(len(parts))
-                s = Session([], multi_agent.WORKER.format(i=i + 1), False)
-                s.user(parts[i])
-                s.answer(answers[i])
-                s.tasks.append({"kind": "part", "expect": [answers[i]]})
-            return s.request()
+            return self.team_session().request()
         if style < 0.6:
             s = Session(tool_agent.TOOLS, tool_agent.INSTRUCTIONS, thinking)
             tasks = [self.task_calc, self.task_calc, self.task_search, self.task_both, self.task_both,
@@ -608,6 +682,8 @@ def main(argv=None):
     parser.add_argument("--repo-names", action="store_true",
                         help="with --spaced-copies: some file listings of a real repository's names (REPO_FILES)")
     parser.add_argument("--team-share", type=float, default=0.08, help="share of examples/multi_agent.py's sessions")
+    parser.add_argument("--fixed-team-answers", action="store_true",
+                        help="each team part has one answer and a plan the first n parts (FIXED_TEAM_ANSWERS)")
     parser.add_argument("--extra-words", type=int, default=0,
                         help="the training split also uses this many more words and a quarter as many names "
                              "(vocabulary_words)")
@@ -625,9 +701,12 @@ def main(argv=None):
         manifest["repo_names"] = True
     if args.team_share != 0.08:
         manifest["team_share"] = args.team_share
+    if args.fixed_team_answers:
+        manifest["fixed_team_answers"] = True
     answer_ids = {}
     for split, n in (("train", args.sessions), ("heldout", max(args.sessions // 10, 100))):
-        gen = Generator(args.seed, split, extra, args.spaced_copies, args.repo_names, args.team_share)
+        gen = Generator(args.seed, split, extra, args.spaced_copies, args.repo_names, args.team_share,
+                        args.fixed_team_answers)
         requests_path = args.out / f"{split}.jsonl"
         with open(requests_path, "w") as f:
             for _ in range(n):

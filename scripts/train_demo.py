@@ -1296,6 +1296,7 @@ def write_provenance(out: Path, saved: dict, run: Path, last: dict) -> None:
                     + (" --spaced-copies" if manifest.get("spaced_copies") else "")
                     + (" --repo-names" if manifest.get("repo_names") else "")
                     + (f" --team-share {manifest['team_share']}" if "team_share" in manifest else "")
+                    + (" --fixed-team-answers" if manifest.get("fixed_team_answers") else "")
                     + (f" --extra-words {manifest['extra_words']}" if manifest.get("extra_words") else ""),
                     *[f"scripts/train_demo.py train {command_options(segment['args'])} (steps {segment['from_step']}-"
                       f"{segment['to_step']})" for segment in history],
