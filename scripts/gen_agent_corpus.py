@@ -48,7 +48,7 @@ repository has), in both splits: the model can only write ids its training had. 
 "mentions". --team-share sets the share of examples/multi_agent.py's sessions (0.08).
 --fixed-team-answers gives each team part one answer made of the task's own words (FIXED_TEAM_ANSWERS)
 and a plan of n parts the first n: an answer with a word drawn from many has no likely next id, so
-greedy decoding wrote none of them (4 of 15 worker answers looped on `the and`, docs/BENCHMARKS.md).
+greedy decoding wrote none of them (0 of 15 held-out parts; slots left out or filled with `the`, 3 looping).
 
 Held-out split: the names and words a task asks about or answers with, fact keys, file names,
 arithmetic questions and team tasks are partitioned by a hash of their text, so a held-out task
