@@ -1283,29 +1283,40 @@ def write_provenance(out: Path, saved: dict, run: Path, last: dict) -> None:
     train = saved["args"]
     # A state saved before runs kept their history was one run.
     history = saved.get("history") or [{"from_step": 0, "to_step": saved["step"], "args": train}]
-    corpus = Path(train["corpus"])
+    # Every corpus the segments trained on (--new-corpus went on from one to the next), in order.
+    corpora = list(dict.fromkeys(segment["args"]["corpus"] for segment in history))
+    manifests = [json.loads((Path(corpus) / "manifest.json").read_text()) for corpus in corpora]
+
+    def corpus_command(manifest):
+        return (f"scripts/gen_agent_corpus.py --seed {manifest['seed']} "
+                f"--sessions {manifest['splits']['train']['sessions']}"
+                + (" --spaced-copies" if manifest.get("spaced_copies") else "")
+                + (" --repo-names" if manifest.get("repo_names") else "")
+                + (f" --team-share {manifest['team_share']}" if "team_share" in manifest else "")
+                + (" --fixed-team-answers" if manifest.get("fixed_team_answers") else "")
+                + (f" --extra-words {manifest['extra_words']}" if manifest.get("extra_words") else ""))
+
+    def segment_command(segment):
+        where = f", corpus {corpora.index(segment['args']['corpus']) + 1}" if len(corpora) > 1 else ""
+        return (f"scripts/train_demo.py train {command_options(segment['args'])} (steps {segment['from_step']}-"
+                f"{segment['to_step']}{where})")
+
     files = {}
     for path in sorted(out.iterdir()):
         if path.name not in ("provenance.json", "README.md"):
             files[path.name] = {"bytes": path.stat().st_size, "sha256": hashlib.sha256(path.read_bytes()).hexdigest()}
-    manifest = json.loads((corpus / "manifest.json").read_text())
     provenance = {
         "made_by": [f"hippo model init --preset demo --seed {train['seed']}",
-                    f"scripts/gen_agent_corpus.py --seed {manifest['seed']} "
-                    f"--sessions {manifest['splits']['train']['sessions']}"
-                    + (" --spaced-copies" if manifest.get("spaced_copies") else "")
-                    + (" --repo-names" if manifest.get("repo_names") else "")
-                    + (f" --team-share {manifest['team_share']}" if "team_share" in manifest else "")
-                    + (" --fixed-team-answers" if manifest.get("fixed_team_answers") else "")
-                    + (f" --extra-words {manifest['extra_words']}" if manifest.get("extra_words") else ""),
-                    *[f"scripts/train_demo.py train {command_options(segment['args'])} (steps {segment['from_step']}-"
-                      f"{segment['to_step']})" for segment in history],
+                    *[f"{corpus_command(m)}{f' (corpus {k})' if len(corpora) > 1 else ''}"
+                      for k, m in enumerate(manifests, 1)],
+                    *[segment_command(segment) for segment in history],
                     "scripts/train_demo.py export"],
         "commit": source_commit(),
         "steps": saved["step"],
         "tokens": saved["tokens"],
         "last_logged": last,
-        "corpus": manifest,
+        "corpus": manifests[-1],  # the last: its task format is the model's (scripts/eval_demo.py)
+        **({"earlier_corpora": manifests[:-1]} if len(manifests) > 1 else {}),
         "files": files,
     }
     (out / "provenance.json").write_text(json.dumps(provenance, indent=1) + "\n")
