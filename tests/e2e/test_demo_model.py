@@ -41,7 +41,7 @@ def test_the_committed_checkpoint_is_the_one_its_provenance_records():
         assert len(data) == entry["bytes"], name
         assert hashlib.sha256(data).hexdigest() == entry["sha256"], name
     total = sum(e["bytes"] for e in provenance["files"].values())
-    assert total < 45e6, total
+    assert total <= 40e6, total  # the issue's aim; 25.4 MB with the head stored once, in the embedding
 
 
 def test_model_inspect_shows_the_demo_model():
@@ -49,14 +49,14 @@ def test_model_inspect_shows_the_demo_model():
                        timeout=60)
     assert r.returncode == 0, r.stderr
     assert "hidden 64" in r.stdout and "8 heads x 64" in r.stdout and "top 64" in r.stdout
+    assert "vocab 129280 (head tied to the embedding)" in r.stdout
 
 
 def test_the_tool_agent_runs_the_readme_task_with_real_tool_calls(server):
     """examples/tool_agent.py over WebSocket on the repository's own docs: the model calls the
     calculator with the question's expression and the file search with its word, in one block, the
-    agent runs both and the model answers with the result. (What it does not do: list the docs'
-    own file names, whose ids, `ARCHITECTURE` and `BENCHMARKS` among them, no training session
-    has; models/demo/README.md.)"""
+    agent runs both and the model answers with the result and the docs' own file names (all six
+    when it was shipped, one of them twice), and stops."""
     r = subprocess.run([sys.executable, str(ROOT / "examples" / "tool_agent.py"), "--url", server.ws,
                         "--api-key", server.api_key, "--root", str(ROOT / "docs"),
                         "What is 17 * 23, and which docs mention snapshots?"],
@@ -69,9 +69,12 @@ def test_the_tool_agent_runs_the_readme_task_with_real_tool_calls(server):
         ("call_0", "calculator", {"expression": "17 * 23"}), ("call_1", "search_files", {"text": " snapshots"})], out
     assert re.search(r"^\[tool result\] call_0 calculator: 391$", out, re.M), out
     assert re.search(r"^\[tool result\] call_1 search_files: \S+\.md: \d+ lines?$", out, re.M), out
-    assert re.search(r"^\[round 2\] finish ", out, re.M), out
+    assert re.search(r"^\[round 2\] finish stop", out, re.M), out
     answer = re.findall(r"^\[answer\] (.+)$", out, re.M)
     assert len(answer) == 1 and answer[0].startswith("17 * 23 = 391.") and "DSML" not in out.split("[answer]")[1], out
+    found = re.findall(r"^(\S+\.md): \d+ lines?$", out.split("[tool result] call_1 search_files: ")[1], re.M)
+    listed = [line for line in out.split("[answer]")[1].splitlines()[1:] if line.strip()]
+    assert set(listed) <= set(found) and len(set(listed)) >= len(found) - 1, (found, listed)
 
 
 def test_a_tool_call_and_its_answer_over_the_openai_api(server):
@@ -115,7 +118,7 @@ def test_hippo_chat_shows_the_models_tool_call(server):
 def test_held_out_tasks():
     """scripts/eval_demo.py on tasks no training session saw (three of each kind here; the full
     measurement is in docs/BENCHMARKS.md): the model picks the expected tools (or answers in text
-    where text is expected) and solves most tasks exactly (14 of these 21 when it was shipped).
+    where text is expected) and solves most tasks exactly (17 of these 21 when it was shipped).
     Greedy decoding: the same tasks give the same result."""
     r = subprocess.run([sys.executable, str(ROOT / "scripts" / "eval_demo.py"), "--hippo", HIPPO,
                         "--tokenizer", os.environ["HIPPO_TOKENIZER_DIR"], "--tasks", "3"],
@@ -123,4 +126,4 @@ def test_held_out_tasks():
     assert r.returncode == 0, r.stderr
     total = re.search(r"^all\s+(\d+)/(\d+)\s+[\d.]+%\s+([\d.]+)%", r.stdout, re.M)
     assert total, r.stdout
-    assert int(total[1]) >= 14 and float(total[3]) >= 90, r.stdout
+    assert int(total[1]) >= 17 and float(total[3]) >= 90, r.stdout

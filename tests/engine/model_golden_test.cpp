@@ -57,10 +57,11 @@ constexpr Criteria kTiny{1e-3, 0.25, true};
 constexpr Criteria kWide{2e-2, 1.0, false};
 // The trained demo model: its top logits are ~4x tiny's (median 14.2 against 3.3, up to 30) and its
 // top-8 spread 15x (5.6 against 0.37), so summation-order noise and QAT flips are larger in absolute
-// terms (measured on the model of 2026-12-07: 1.9e-5 on its tool-call prompt, 5.8e-3 on the
-// multi-turn one, 6 flips of 1,463 positions up to 0.054, top-1 and greedy identical; the model
-// before it: within 1e-2 but for 17 positions, flips up to 0.34); the reference differs from itself
-// (one-shot vs cached) by up to 2.7e-2.
+// terms (measured on the model shipped 2026-12-07 15:40, its head tied to the embedding: 7.3e-4 on
+// its tool-call prompt, 6.8e-3 on the multi-turn one, no flips, top-1 and greedy identical; the one
+// of 12:45: 1.9e-5 and 5.8e-3, 6 flips of 1,463 positions up to 0.054; the one before: within 1e-2
+// but for 17 positions, flips up to 0.34); the reference differs from itself (one-shot vs cached)
+// by up to 2.7e-2.
 constexpr Criteria kDemo{1e-2, 0.5, true};
 
 struct GoldenPrompt {
