@@ -87,13 +87,15 @@ Status check_backend(const kernels::Backend& backend, const ModelWeights& w) {
 }
 
 // Hands the backend every matrix once (a device backend uploads them here), and drops the pages of
-// the codes it copied: the mapping would otherwise hold a second copy in this process's memory.
+// the codes it copied: the mapping would otherwise hold a second copy in this process's memory. A
+// head tied to the embedding keeps its pages: the embedding's rows are still read from them.
 Status keep_weights(kernels::Backend& backend, const Checkpoint& checkpoint, const ModelWeights& w) {
   return for_each_linear_weight(w, [&](const kernels::WeightView& view, std::string_view tensor) -> Status {
     if (view.data == nullptr) return Status::ok_status();
     const Result<bool> copied = backend.keep_weight(view);
     if (!copied.ok()) return copied.status().with_context(tensor);
-    if (*copied) checkpoint.drop_pages(view.data, static_cast<size_t>(kernels::code_span_bytes(view)));
+    if (*copied && view.data != w.embed.data)
+      checkpoint.drop_pages(view.data, static_cast<size_t>(kernels::code_span_bytes(view)));
     return Status::ok_status();
   });
 }
