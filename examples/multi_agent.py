@@ -10,9 +10,9 @@ answers in the same session, so its first turn is still in its context (usage sh
 
 (from the repository root, with `build/release/hippo serve` running there: examples/README.md).
 
-The default model (a small demo model trained on tool-calling chats, models/demo/README.md) was
-never trained on planning, so its plan rarely has usable lines and the parts fall back to "part i of
-n"; the orchestration is real all the same.
+The default model (a small demo model trained here, models/demo/README.md) plans a task of the
+kinds it trained on into usable parts, but its workers' answers are not sensible yet; the
+orchestration is real all the same.
 """
 import argparse
 import asyncio
