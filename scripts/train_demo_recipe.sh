@@ -37,10 +37,10 @@ minutes_left() {
     echo "$left"
 }
 
-# The last step the run's log reached (0 before its first line).
+# The last step the run's log reached (0 before its first line or in the copy stages).
 logged_step() {
     [ -s "$RUN/log.jsonl" ] || { echo 0; return; }
-    tail -n 1 "$RUN/log.jsonl" | python3 -c 'import json, sys; print(json.load(sys.stdin)["step"])'
+    tail -n 1 "$RUN/log.jsonl" | python3 -c 'import json, sys; print(json.load(sys.stdin).get("step", 0))'
 }
 
 # train CORPUS STEPS ARGS...: one stage of train_demo.py on the run.

@@ -309,7 +309,7 @@ TensorTable TensorTable::build(const ModelConfig& config) {
   for (const LayerRole& role : layer_schedule(t)) add_trunk_layer(b, t, role);
   b.set_scope(Component::kNorm, -1);
   b.norm("norm.weight", t.hidden_size);
-  if (!t.tie_word_embeddings) {  // (tied: the head reads embed.weight, head_weight_name)
+  if (!t.tie_word_embeddings) {  // (tied: the head reads embed.weight, head_weight_prefix)
     b.set_scope(Component::kHead, -1);
     b.bf16_linear("head", t.vocab_size, t.hidden_size);
   }
