@@ -13,10 +13,10 @@ JSON); its result is the tool's real result (the calculator runs; file listings 
 from the task) and goes back in; the task is solved when the model's final answer holds every
 expected fact (the result, each file name, the remembered value, the copied passage). The team kinds
 (--kinds plan,part,combine: examples/multi_agent.py's coordinator and workers) grade a plan as solved
-when each line is a distinct part of the task's kind, a worker's answer when its part's template
-gives it with any draw of its free words (gen_agent_corpus.team_pattern), and a combined answer when
-it holds every worker's answer. Turns that are
-not graded (small talk between a fact and its question) keep the model's own answer. Greedy
+when it has as many lines as parts were asked for, each a distinct part of the task's kind; a
+worker's answer when its part's template gives it with any draw of its free words
+(gen_agent_corpus.team_pattern); a combined answer when it holds every worker's answer. Turns that
+are not graded (small talk between a fact and its question) keep the model's own answer. Greedy
 decoding. Prints per kind and in all the share of tasks solved, and the share in which every call
 the model made named the expected tools (and text came where text was expected) up to the first
 mistake; --json writes every transcript. --speculative MODE sets the server's drafting (off,
@@ -175,8 +175,8 @@ def recall(client, model: str, generator, distance: int, max_tokens: int):
 
 def corpus_format(model_dir: pathlib.Path) -> dict:
     """The task format of the model's corpus, as Generator's keyword arguments: gen_agent_corpus.py's
-    --spaced-copies, --repo-names and --fixed-team-answers, from the manifest in its provenance.json (train_demo.py
-    export's; the first corpus' format where there is none)."""
+    --spaced-copies, --repo-names and --fixed-team-answers, from the manifest in its provenance.json
+    (train_demo.py export's; the first corpus' format where there is none)."""
     try:
         manifest = json.loads((model_dir / "provenance.json").read_text())["corpus"]
     except (OSError, KeyError, ValueError):
