@@ -127,3 +127,17 @@ def test_held_out_tasks():
     total = re.search(r"^all\s+(\d+)/(\d+)\s+[\d.]+%\s+([\d.]+)%", r.stdout, re.M)
     assert total, r.stdout
     assert int(total[1]) >= 17 and float(total[3]) >= 90, r.stdout
+
+
+def test_held_out_team_tasks():
+    """examples/multi_agent.py's sessions, graded by scripts/eval_demo.py (three of each: a plan, a
+    worker's answer, a combined answer). The shipped model solved 5 of these 9 (3 of 3 combined; its
+    workers' answers are not sensible yet: models/demo/README.md)."""
+    r = subprocess.run([sys.executable, str(ROOT / "scripts" / "eval_demo.py"), "--hippo", HIPPO,
+                        "--tokenizer", os.environ["HIPPO_TOKENIZER_DIR"], "--tasks", "3",
+                        "--kinds", "plan,part,combine"],
+                       capture_output=True, text=True, env=clean_env(), timeout=600)
+    assert r.returncode == 0, r.stderr
+    solved = {kind: int(n) for kind, n in re.findall(r"^(\w+)\s+(\d+)/3\s", r.stdout, re.M)}
+    assert set(solved) == {"plan", "part", "combine"}, r.stdout
+    assert solved["combine"] == 3 and sum(solved.values()) >= 5, r.stdout
