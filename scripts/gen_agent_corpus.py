@@ -75,6 +75,7 @@ import subprocess
 import sys
 import zlib
 from pathlib import Path
+from typing import NamedTuple
 
 ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT / "examples"))
@@ -305,6 +306,18 @@ class Session:
         if self.thinking:
             r["reasoning_effort"] = "medium"
         return r
+
+
+class TeamTask(NamedTuple):
+    """A team task (Generator.team_task): the task, its n parts and their answers, each answer's
+    template (TEAM_TASKS' or FIXED_TEAM_ANSWERS'), every part of the task's kind, and the task's fields
+    (city, event, name, word), which the templates share."""
+    task: str
+    parts: list[str]
+    answers: list[str]
+    templates: list[str]
+    every_part: list[str]
+    fields: dict
 
 
 class Generator:
@@ -538,10 +551,8 @@ class Generator:
         s.answer(self.rng.choice(replies))
         s.tasks.append({"kind": "chat"})
 
-    def team_task(self):
-        """(task, parts, answers, patterns, every part) of a team task in this split: n parts for n
-        workers, for each a regular expression of every answer its template can give (team_pattern),
-        and all the parts of the task's kind."""
+    def team_task(self) -> TeamTask:
+        """A team task in this split: n parts for n workers."""
         rng = self.rng
         while True:
             tasks, parts = rng.choice(TEAM_TASKS)
@@ -550,23 +561,21 @@ class Generator:
             task = rng.choice(tasks).format(**fields)
             if heldout(task) == (self.split == "heldout"):
                 break
+        templates = [answer for _, answer in parts]
         if self.fixed_team_answers:  # the first n parts, each with its one answer
-            family = next(k for k, (_, p) in enumerate(TEAM_TASKS) if p is parts)
+            templates = FIXED_TEAM_ANSWERS[next(k for k, (_, p) in enumerate(TEAM_TASKS) if p is parts)]
             chosen = list(range(rng.randint(2, 4)))
-            parts = [(part, answer) for (part, _), answer in zip(parts, FIXED_TEAM_ANSWERS[family])]
-            return (task, [parts[i][0].format(**fields) for i in chosen],
-                    [parts[i][1].format(**fields) for i in chosen],
-                    [self.team_pattern(parts[i][1], fields) for i in chosen], [p[0].format(**fields) for p in parts])
-        chosen = sorted(rng.sample(range(len(parts)), rng.randint(2, 4)))
-        names = rng.sample(NAMES, 3)
-        fill = lambda template: template.format(  # noqa: E731
-            **fields, name2=names[0], name3=names[1], name4=names[2], day=rng.choice(DAYS), day2=rng.choice(DAYS),
-            a=rng.choice(ADJECTIVES), a2=rng.choice(ADJECTIVES), w=rng.choice(self.all_words),
-            w2=rng.choice(self.all_words), w3=rng.choice(self.all_words), food=rng.choice(FOODS),
-            food2=rng.choice(FOODS), food3=rng.choice(FOODS),
-            n=rng.randint(2, 99) * 50)
-        return (task, [parts[i][0].format(**fields) for i in chosen], [fill(parts[i][1]) for i in chosen],
-                [self.team_pattern(parts[i][1], fields) for i in chosen], [p[0].format(**fields) for p in parts])
+            answers = [templates[i].format(**fields) for i in chosen]
+        else:
+            chosen = sorted(rng.sample(range(len(parts)), rng.randint(2, 4)))
+            names = rng.sample(NAMES, 3)
+            answers = [templates[i].format(
+                **fields, name2=names[0], name3=names[1], name4=names[2], day=rng.choice(DAYS), day2=rng.choice(DAYS),
+                a=rng.choice(ADJECTIVES), a2=rng.choice(ADJECTIVES), w=rng.choice(self.all_words),
+                w2=rng.choice(self.all_words), w3=rng.choice(self.all_words), food=rng.choice(FOODS),
+                food2=rng.choice(FOODS), food3=rng.choice(FOODS), n=rng.randint(2, 99) * 50) for i in chosen]
+        return TeamTask(task, [parts[i][0].format(**fields) for i in chosen], answers, [templates[i] for i in chosen],
+                        [part.format(**fields) for part, _ in parts], fields)
 
     def team_pattern(self, template: str, fields: dict) -> str:
         """The answers a worker's answer template gives with the task's own fields and any draw of the
@@ -603,7 +612,8 @@ class Generator:
         in two (drawn after the task, as the corpora were). graded (scripts/eval_demo.py):
         plans and parts have many sensible answers, so their last task record carries the pattern of
         them all (team_pattern; a plan: as many lines as parts, each a part of the task's kind)."""
-        task, parts, answers, patterns, every_part = self.team_task()
+        team = self.team_task()
+        task, parts, answers = team.task, team.parts, team.answers
         if kind is None:
             kind = "combine" if self.rng.random() < 0.5 else "part"
         if kind == "part":
@@ -613,12 +623,12 @@ class Generator:
             s.answer(answers[i])
             s.tasks.append({"kind": "part", "expect": [answers[i]]})
             if graded:
-                s.tasks[-1]["pattern"] = patterns[i]
+                s.tasks[-1]["pattern"] = self.team_pattern(team.templates[i], team.fields)
             return s
         s = Session([], multi_agent.COORDINATOR.format(n=len(parts)), False)
         self.task_plan(s, task, parts, answers, combine=kind == "combine")
         if graded and kind == "plan":
-            any_part = "(?:" + "|".join(re.escape(p) for p in every_part) + ")"
+            any_part = "(?:" + "|".join(re.escape(p) for p in team.every_part) + ")"
             s.tasks[-1]["pattern"] = "\n".join(f"{i}\\. {any_part}" for i in range(1, len(parts) + 1))
         return s
 
