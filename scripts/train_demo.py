@@ -1200,7 +1200,7 @@ def export(args):
     tied = bool(saved["args"].get("tie_head"))
     index = json.loads((init / "model.safetensors.index.json").read_text())
     shards = sorted(set(index["weight_map"].values()))
-    written = []  # (init shard, its tensors, metadata)
+    written = []  # (tensors, metadata) of each shard that keeps any
     replaced = kept = 0
     for shard in shards:
         tensors = {}
@@ -1275,11 +1275,17 @@ def write_saved_log(run: Path, saved: dict, path: Path) -> dict:
     return entries[-1]
 
 
+def file_records(folder: Path, names) -> dict:
+    """provenance.json's `files`: {name: {bytes, sha256}} of these files of `folder`, in name order."""
+    import hashlib
+
+    return {name: {"bytes": (folder / name).stat().st_size,
+                   "sha256": hashlib.sha256((folder / name).read_bytes()).hexdigest()} for name in sorted(names)}
+
+
 def write_provenance(out: Path, saved: dict, run: Path, last: dict) -> None:
     """provenance.json: how the checkpoint was made (commands, training settings, corpus manifest,
     commit, steps, the last logged loss) and every file's size and sha256."""
-    import hashlib
-
     train = saved["args"]
     # A state saved before runs kept their history was one run.
     history = saved.get("history") or [{"from_step": 0, "to_step": saved["step"], "args": train}]
@@ -1301,10 +1307,7 @@ def write_provenance(out: Path, saved: dict, run: Path, last: dict) -> None:
         return (f"scripts/train_demo.py train {command_options(segment['args'])} (steps {segment['from_step']}-"
                 f"{segment['to_step']}{where})")
 
-    files = {}
-    for path in sorted(out.iterdir()):
-        if path.name not in ("provenance.json", "README.md"):
-            files[path.name] = {"bytes": path.stat().st_size, "sha256": hashlib.sha256(path.read_bytes()).hexdigest()}
+    files = file_records(out, [p.name for p in sorted(out.iterdir()) if p.name not in ("provenance.json", "README.md")])
     provenance = {
         "made_by": [f"hippo model init --preset demo --seed {train['seed']}",
                     *[f"{corpus_command(m)}{f' (corpus {k})' if len(corpora) > 1 else ''}"

@@ -27,7 +27,6 @@ Deterministic for a seed on one machine; resumable (state.pt, log.jsonl in --run
 from __future__ import annotations
 
 import argparse
-import hashlib
 import json
 import os
 import sys
@@ -211,9 +210,7 @@ def export(args):
     provenance["dspark"] = {"commit": train_demo.source_commit(), "steps": saved["step"], "last_logged": last}
     # The checkpoint's files as the text model's export listed them, and this log (not a tokenizer
     # copied in to evaluate it).
-    names = sorted({*provenance["files"], "dspark-training-log.jsonl"})
-    provenance["files"] = {name: {"bytes": (checkpoint / name).stat().st_size,
-                                  "sha256": hashlib.sha256((checkpoint / name).read_bytes()).hexdigest()} for name in names}
+    provenance["files"] = train_demo.file_records(checkpoint, {*provenance["files"], "dspark-training-log.jsonl"})
     provenance_path.write_text(json.dumps(provenance, indent=1) + "\n")
     log(f"wrote {written} DSpark tensors (step {saved['step']}) into {checkpoint}")
 
