@@ -24,6 +24,7 @@
 // size (f32, bf16, q8_0 for fp8, mxfp4 for fp4) and prints JSON lines with the same field names.
 #include "api/cli/bench_spread.h"
 #include "api/cli/cli.h"
+#include "api/cli/clock.h"
 #include "kernels/cpu/linear.h"
 #include "kernels/cpu/machine_probe.h"
 #include "kernels/cpu/thread_pool.h"
@@ -121,11 +122,6 @@ L3Size read_l3_size() {
 }
 
 std::int64_t ceil_div(std::int64_t a, std::int64_t b) { return (a + b - 1) / b; }
-
-double load_average() {
-  double load[1] = {0};
-  return getloadavg(load, 1) == 1 ? load[0] : -1.0;
-}
 
 // The bytes of W's values and of its scales, as the kernels read them.
 struct WeightSizes {

@@ -20,6 +20,7 @@
 #include "api/cli/bench_spread.h"
 #include "api/cli/bench_token_ids.h"
 #include "api/cli/cli.h"
+#include "api/cli/clock.h"
 #include "api/cli/process_memory.h"
 #include "api/cli/synthetic_kv_state.h"
 #include "api/cli/token_count.h"
@@ -77,7 +78,6 @@ struct ModelBenchOptions {
   bool json = false;
 };
 
-double seconds_since(Clock::time_point start) { return std::chrono::duration<double>(Clock::now() - start).count(); }
 
 uint64_t fnv1a64(std::span<const int32_t> ids) {
   uint64_t h = 1469598103934665603ull;
@@ -89,11 +89,6 @@ uint64_t fnv1a64(std::span<const int32_t> ids) {
     }
   }
   return h;
-}
-
-double load_average() {
-  double load[1] = {0};
-  return getloadavg(load, 1) == 1 ? load[0] : -1.0;
 }
 
 struct ContextResult {

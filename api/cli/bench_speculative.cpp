@@ -14,6 +14,7 @@
 #include "api/cli/bench_spread.h"
 #include "api/cli/bench_token_ids.h"
 #include "api/cli/cli.h"
+#include "api/cli/clock.h"
 #include "api/cli/token_count.h"
 #include "engine/model/model.h"
 #include "engine/speculative/decode_loop.h"
@@ -49,7 +50,6 @@ struct SpeculativeBenchOptions {
   bool json = false;
 };
 
-double seconds_since(Clock::time_point start) { return std::chrono::duration<double>(Clock::now() - start).count(); }
 
 // Tokens per verify at per-token acceptance a with k drafts: 1 + a + ... + a^k.
 double tokens_per_verify(double a, int64_t k) {

@@ -4,6 +4,7 @@
 // server holds the database open; a running server sees a revoked key or new limits within its
 // auth cache's 5 s.
 #include "api/cli/cli.h"
+#include "api/cli/clock.h"
 #include "storage/store.h"
 
 #include <boost/json/serialize.hpp>
@@ -42,13 +43,6 @@ Result<std::unique_ptr<SessionStore>> open_store(const KeyOptions& options, bool
   if (!store.ok() && store.status().code() == ErrorCode::kNotFound)
     return make_error(ErrorCode::kNotFound, "no session database at {} (set --db or HIPPO_DB)", options.db);
   return store;
-}
-
-std::string format_time(std::int64_t unix_seconds) {
-  const std::time_t t = static_cast<std::time_t>(unix_seconds);
-  std::tm tm{};
-  gmtime_r(&t, &tm);
-  return fmt::format("{:%Y-%m-%dT%H:%M:%SZ}", tm);
 }
 
 // Applies one limit flag: "" leaves it, "default" clears it (the server's default), N sets it.

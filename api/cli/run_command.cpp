@@ -3,6 +3,7 @@
 // The prompt is rendered as a one-message chat (or taken as raw text with --raw), prefilled through
 // the encoder/decoder plan with a progress line on stderr, and the answer is streamed to stdout.
 #include "api/cli/cli.h"
+#include "api/cli/clock.h"
 #include "api/cli/default_model.h"
 #include "base/log.h"
 #include "engine/model/model.h"
@@ -38,10 +39,6 @@ struct RunCommand {
   int64_t chunk = 2048;
   std::string speculative = "auto";
 };
-
-double seconds_since(std::chrono::steady_clock::time_point start) {
-  return std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
-}
 
 Result<std::vector<int32_t>> prompt_tokens(const RunCommand& cmd, const tokenizer::Tokenizer& tok) {
   std::string text = cmd.prompt;

@@ -3,6 +3,7 @@
 // with a busy timeout in WAL mode, so these commands run while a server holds the database open;
 // the read-only ones open it read-only.
 #include "api/cli/cli.h"
+#include "api/cli/clock.h"
 #include "storage/store.h"
 
 #include <boost/json/serialize.hpp>
@@ -49,13 +50,6 @@ Result<std::unique_ptr<SessionStore>> open_store(const SessionOptions& options, 
   if (!store.ok() && store.status().code() == ErrorCode::kNotFound)
     return make_error(ErrorCode::kNotFound, "no session database at {} (set --db or HIPPO_DB)", options.db);
   return store;
-}
-
-std::string format_time(std::int64_t unix_seconds) {
-  const std::time_t t = static_cast<std::time_t>(unix_seconds);
-  std::tm tm{};
-  gmtime_r(&t, &tm);
-  return fmt::format("{:%Y-%m-%dT%H:%M:%SZ}", tm);
 }
 
 std::string format_bytes(std::int64_t bytes) {

@@ -7,15 +7,12 @@
 
 namespace hippo::server {
 
-namespace {
-
-Status invalid(std::string message) { return Status(ErrorCode::kInvalidArgument, std::move(message)); }
-
-}  // namespace
+Status invalid_request(std::string message) { return Status(ErrorCode::kInvalidArgument, std::move(message)); }
 
 Status ConversationInput::system(std::string_view text, std::string_view where) {
   if (!items_.empty())
-    return invalid(fmt::format("{}: system messages must come before the conversation (they are the session's instructions)", where));
+    return invalid_request(fmt::format(
+        "{}: system messages must come before the conversation (they are the session's instructions)", where));
   if (!instructions_.empty()) instructions_ += "\n\n";
   instructions_ += text;
   return Status::ok_status();
@@ -23,10 +20,11 @@ Status ConversationInput::system(std::string_view text, std::string_view where) 
 
 Status ConversationInput::no_open_calls(std::string_view where) const {
   if (open_calls_.empty()) return Status::ok_status();
-  return invalid(fmt::format("{}: tool call{} {} of the assistant turn at {} {} no result yet (each call needs its "
-                             "tool result before the next message)",
-                             where, open_calls_.size() == 1 ? "" : "s", fmt::join(open_calls_, ", "), turn_where_,
-                             open_calls_.size() == 1 ? "has" : "have"));
+  return invalid_request(
+      fmt::format("{}: tool call{} {} of the assistant turn at {} {} no result yet (each call needs its "
+                  "tool result before the next message)",
+                  where, open_calls_.size() == 1 ? "" : "s", fmt::join(open_calls_, ", "), turn_where_,
+                  open_calls_.size() == 1 ? "has" : "have"));
 }
 
 void ConversationInput::add(agents::InputItem item, std::string_view where) {
@@ -55,14 +53,15 @@ Status ConversationInput::assistant(std::string text, std::optional<std::string>
 }
 
 Status ConversationInput::call(tokenizer::ToolCall call, std::string_view where) {
-  if (call.id.empty()) return invalid(fmt::format("{}: a tool call needs an id", where));
-  if (call.name.empty()) return invalid(fmt::format("{}: tool call '{}' needs a function name", where, call.id));
+  if (call.id.empty()) return invalid_request(fmt::format("{}: a tool call needs an id", where));
+  if (call.name.empty())
+    return invalid_request(fmt::format("{}: tool call '{}' needs a function name", where, call.id));
   boost::system::error_code ec;
   const boost::json::value arguments = boost::json::parse(call.arguments, ec);
   if (ec || !arguments.is_object())
-    return invalid(fmt::format("{}: the arguments of tool call '{}' are not a JSON object", where, call.id));
+    return invalid_request(fmt::format("{}: the arguments of tool call '{}' are not a JSON object", where, call.id));
   if (!call_ids_.insert(call.id).second)
-    return invalid(fmt::format("{}: tool call id '{}' is used twice in the conversation", where, call.id));
+    return invalid_request(fmt::format("{}: tool call id '{}' is used twice in the conversation", where, call.id));
   if (!assistant_open()) HIPPO_RETURN_IF_ERROR(assistant("", std::nullopt, where));
   open_calls_.push_back(call.id);
   items_.back().tool_calls.push_back(std::move(call));
@@ -72,9 +71,10 @@ Status ConversationInput::call(tokenizer::ToolCall call, std::string_view where)
 Status ConversationInput::tool_result(std::string call_id, std::string output, std::string_view where) {
   auto open = std::find(open_calls_.begin(), open_calls_.end(), call_id);
   if (open == open_calls_.end()) {
-    return invalid(fmt::format("{}: tool result for '{}', which matches no call of the latest assistant turn that is "
-                               "still without a result",
-                               where, call_id));
+    return invalid_request(
+        fmt::format("{}: tool result for '{}', which matches no call of the latest assistant turn that is "
+                    "still without a result",
+                    where, call_id));
   }
   open_calls_.erase(open);
   agents::InputItem item;
@@ -87,15 +87,17 @@ Status ConversationInput::tool_result(std::string call_id, std::string output, s
 
 Status ConversationInput::finish(agents::SessionSettings& settings, std::vector<agents::InputItem>& items,
                                  Ending ending) {
-  if (items_.empty()) return invalid("the conversation needs at least one user message");
+  if (items_.empty()) return invalid_request("the conversation needs at least one user message");
   HIPPO_RETURN_IF_ERROR(no_open_calls("the end of the conversation"));
   const bool answered = items_.back().kind == agents::InputItem::Kind::kAssistantMessage;
   if (ending == Ending::kAwaitingAnswer && answered)
-    return invalid(fmt::format("{}: the conversation must end with a user message or tool results for the model to "
-                               "answer, not an assistant message",
-                               last_where_));
+    return invalid_request(
+        fmt::format("{}: the conversation must end with a user message or tool results for the model to "
+                    "answer, not an assistant message",
+                    last_where_));
   if (ending == Ending::kAnswered && !answered)
-    return invalid(fmt::format("{}: a finished conversation must end with the assistant's answer", last_where_));
+    return invalid_request(
+        fmt::format("{}: a finished conversation must end with the assistant's answer", last_where_));
   if (!instructions_.empty()) {
     if (!settings.instructions.empty()) settings.instructions += "\n\n";
     settings.instructions += instructions_;

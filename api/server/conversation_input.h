@@ -57,4 +57,7 @@ class ConversationInput {
   std::string turn_where_;               // the latest assistant turn
 };
 
+// A request the parsers refuse (the conversation, OpenAI chat and Responses bodies): kInvalidArgument.
+Status invalid_request(std::string message);
+
 }  // namespace hippo::server

@@ -16,20 +16,20 @@ namespace json = boost::json;
 
 namespace {
 
-Status invalid(std::string message) { return Status(ErrorCode::kInvalidArgument, std::move(message)); }
-
 // A message's content: a string, or an array of {type:"text", text} parts.
 Result<std::string> message_text(const json::value& content, const std::string& where) {
   if (content.is_string()) return std::string(content.get_string());
   if (content.is_null()) return std::string();
-  if (!content.is_array()) return invalid(fmt::format("{}.content must be a string or an array of text parts", where));
+  if (!content.is_array())
+    return invalid_request(fmt::format("{}.content must be a string or an array of text parts", where));
   std::string text;
   for (const json::value& part : content.get_array()) {
     const json::object* o = part.if_object();
     const json::value* type = o ? o->if_contains("type") : nullptr;
     const json::value* t = o ? o->if_contains("text") : nullptr;
     if (type == nullptr || !type->is_string() || type->get_string() != "text" || t == nullptr || !t->is_string())
-      return invalid(fmt::format("{}.content: only text parts ({{\"type\": \"text\", \"text\": ...}}) are supported", where));
+      return invalid_request(
+          fmt::format("{}.content: only text parts ({{\"type\": \"text\", \"text\": ...}}) are supported", where));
     text += t->get_string();
   }
   return text;
@@ -40,29 +40,30 @@ Status parse_tool_calls(const json::array& calls, ConversationInput& conversatio
   for (size_t j = 0; j < calls.size(); ++j) {
     const std::string at = fmt::format("{}.tool_calls[{}]", where, j);
     const json::object* c = calls[j].if_object();
-    if (c == nullptr) return invalid(fmt::format("{} must be an object", at));
+    if (c == nullptr) return invalid_request(fmt::format("{} must be an object", at));
     JsonFields f(*c, at + ".");
     auto id = f.required_string("id");
     auto type = f.string("type");
     const json::object* function = f.object("function");
-    if (!f.ok()) return invalid(f.error());
-    if (type && *type != "function") return invalid(fmt::format("{}.type must be function, not '{}'", at, *type));
-    if (function == nullptr) return invalid(fmt::format("{}.function is required", at));
+    if (!f.ok()) return invalid_request(f.error());
+    if (type && *type != "function")
+      return invalid_request(fmt::format("{}.type must be function, not '{}'", at, *type));
+    if (function == nullptr) return invalid_request(fmt::format("{}.function is required", at));
     JsonFields ff(*function, at + ".function.");
     auto name = ff.required_string("name");
     auto arguments = ff.required_string("arguments");
-    if (!ff.ok()) return invalid(ff.error());
+    if (!ff.ok()) return invalid_request(ff.error());
     HIPPO_RETURN_IF_ERROR(conversation.call({*id, *name, *arguments}, where));
   }
   return Status::ok_status();
 }
 
 Status parse_messages(const json::array& messages, ChatRequest& r, ConversationInput::Ending ending) {
-  if (messages.empty()) return invalid("messages must not be empty");
+  if (messages.empty()) return invalid_request("messages must not be empty");
   ConversationInput conversation;
   for (size_t i = 0; i < messages.size(); ++i) {
     const std::string where = fmt::format("messages[{}]", i);
-    if (!messages[i].is_object()) return invalid(fmt::format("{} must be an object", where));
+    if (!messages[i].is_object()) return invalid_request(fmt::format("{} must be an object", where));
     const json::object& m = messages[i].get_object();
     JsonFields f(m, where + ".");
     auto role = f.required_string("role");
@@ -70,7 +71,7 @@ Status parse_messages(const json::array& messages, ChatRequest& r, ConversationI
     const json::array* tool_calls = f.array("tool_calls");
     auto tool_call_id = f.string("tool_call_id");
     auto prefix = f.boolean("prefix");
-    if (!f.ok()) return invalid(f.error());
+    if (!f.ok()) return invalid_request(f.error());
     const json::value* content = m.if_contains("content");
     static const json::value kNull;
     HIPPO_ASSIGN_OR_RETURN(std::string text, message_text(content ? *content : kNull, where));
@@ -84,10 +85,11 @@ Status parse_messages(const json::array& messages, ChatRequest& r, ConversationI
       HIPPO_RETURN_IF_ERROR(conversation.assistant(std::move(text), std::move(reasoning), where));
       if (tool_calls != nullptr) HIPPO_RETURN_IF_ERROR(parse_tool_calls(*tool_calls, conversation, where));
     } else if (*role == "tool") {
-      if (!tool_call_id) return invalid(fmt::format("{}.tool_call_id is required for a tool message", where));
+      if (!tool_call_id) return invalid_request(fmt::format("{}.tool_call_id is required for a tool message", where));
       HIPPO_RETURN_IF_ERROR(conversation.tool_result(std::move(*tool_call_id), std::move(text), where));
     } else {
-      return invalid(fmt::format("{}.role must be system, developer, user, assistant or tool, not '{}'", where, *role));
+      return invalid_request(
+          fmt::format("{}.role must be system, developer, user, assistant or tool, not '{}'", where, *role));
     }
   }
   return conversation.finish(r.settings, r.inputs, ending);
@@ -97,25 +99,27 @@ Status parse_tools(const json::array& tools, ChatRequest& r) {
   for (size_t i = 0; i < tools.size(); ++i) {
     const std::string where = fmt::format("tools[{}]", i);
     const json::object* t = tools[i].if_object();
-    if (t == nullptr) return invalid(fmt::format("{} must be an object", where));
+    if (t == nullptr) return invalid_request(fmt::format("{} must be an object", where));
     JsonFields f(*t, where + ".");
     auto type = f.string("type");
     const json::object* function = f.object("function");
-    if (!f.ok()) return invalid(f.error());
-    if (type && *type != "function") return invalid(fmt::format("{}.type must be function, not '{}'", where, *type));
-    if (function == nullptr) return invalid(fmt::format("{}.function is required", where));
+    if (!f.ok()) return invalid_request(f.error());
+    if (type && *type != "function")
+      return invalid_request(fmt::format("{}.type must be function, not '{}'", where, *type));
+    if (function == nullptr) return invalid_request(fmt::format("{}.function is required", where));
     JsonFields ff(*function, where + ".function.");
     tokenizer::ToolDefinition def;
     auto name = ff.required_string("name");
     auto description = ff.string("description");
     const json::object* parameters = ff.object("parameters");
-    if (!ff.ok()) return invalid(ff.error());
+    if (!ff.ok()) return invalid_request(ff.error());
     def.name = *name;
     def.description = description;
     if (parameters != nullptr) {
       def.parameters = finite_json_text(*parameters);
       if (!def.parameters)
-        return invalid(fmt::format("{}.function.parameters holds a number out of range (JSON numbers here must be finite doubles)", where));
+        return invalid_request(fmt::format(
+            "{}.function.parameters holds a number out of range (JSON numbers here must be finite doubles)", where));
     }
     r.settings.tools.push_back(std::move(def));
   }
@@ -132,7 +136,8 @@ Status apply_reasoning_effort(std::string_view effort, agents::SessionSettings& 
   if (effort == "low" || effort == "minimal") settings.effort = tokenizer::ReasoningEffort::kLow;
   else if (effort == "medium") settings.effort = tokenizer::ReasoningEffort::kDefault;
   else if (effort == "high") settings.effort = tokenizer::ReasoningEffort::kHigh;
-  else return invalid(fmt::format("reasoning_effort must be minimal, low, medium or high, not '{}'", effort));
+  else
+    return invalid_request(fmt::format("reasoning_effort must be minimal, low, medium or high, not '{}'", effort));
   return Status::ok_status();
 }
 
@@ -143,18 +148,19 @@ Status force_named_tool(const json::object& choice, agents::SessionSettings& set
   auto type = f.string("type");
   const json::object* function = f.object("function");
   auto flat_name = f.string("name");  // the Responses API's {"type": "function", "name": ...}
-  if (!f.ok()) return invalid(f.error());
-  if (type != "function") return invalid("tool_choice.type must be function");
+  if (!f.ok()) return invalid_request(f.error());
+  if (type != "function") return invalid_request("tool_choice.type must be function");
   std::optional<std::string> name = flat_name;
   if (function != nullptr) {
     JsonFields ff(*function, "tool_choice.function.");
     name = ff.required_string("name");
-    if (!ff.ok()) return invalid(ff.error());
+    if (!ff.ok()) return invalid_request(ff.error());
   }
-  if (!name) return invalid("tool_choice names no function");
+  if (!name) return invalid_request("tool_choice names no function");
   auto tool = std::find_if(settings.tools.begin(), settings.tools.end(),
                            [&](const tokenizer::ToolDefinition& t) { return t.name == *name; });
-  if (tool == settings.tools.end()) return invalid(fmt::format("tool_choice names '{}', which is not among the tools", *name));
+  if (tool == settings.tools.end())
+    return invalid_request(fmt::format("tool_choice names '{}', which is not among the tools", *name));
   // The model sees that one tool and must call it: DeepSeek's chat encoding has no named choice.
   std::vector<tokenizer::ToolDefinition> only{*tool};
   settings.tools = std::move(only);
@@ -167,33 +173,35 @@ Status force_named_tool(const json::object& choice, agents::SessionSettings& set
 Result<json::value> parse_body(std::string_view body) {
   boost::system::error_code ec;
   json::value doc = json::parse(body, ec);
-  if (ec) return invalid(fmt::format("the request body is not JSON: {}", ec.message()));
-  if (!doc.is_object()) return invalid("the request body must be a JSON object");
+  if (ec) return invalid_request(fmt::format("the request body is not JSON: {}", ec.message()));
+  if (!doc.is_object()) return invalid_request("the request body must be a JSON object");
   return doc;
 }
 
 Status apply_tool_choice(const json::value& choice, agents::SessionSettings& settings) {
   if (choice.is_null()) return Status::ok_status();
   if (const json::object* named = choice.if_object()) return force_named_tool(*named, settings);
-  if (!choice.is_string()) return invalid("tool_choice must be auto, none, required or names a function");
+  if (!choice.is_string()) return invalid_request("tool_choice must be auto, none, required or names a function");
   const std::string_view c = choice.get_string();
   if (c == "auto") settings.tool_choice = tokenizer::ToolChoice::kAuto;
   else if (c == "none") settings.tool_choice = tokenizer::ToolChoice::kNone;
   else if (c == "required") settings.tool_choice = tokenizer::ToolChoice::kRequired;
-  else return invalid(fmt::format("tool_choice must be auto, none or required, not '{}'", c));
+  else
+    return invalid_request(fmt::format("tool_choice must be auto, none or required, not '{}'", c));
   return Status::ok_status();
 }
 
 Status apply_sampling(std::optional<double> temperature, std::optional<double> top_p, std::optional<int64_t> seed,
                       const std::optional<std::vector<std::string>>& stop, agents::ResponseOptions& options) {
   if (temperature) options.sampling.temperature = *temperature;
-  if (!(options.sampling.temperature >= 0 && options.sampling.temperature <= 2)) return invalid("temperature must be in [0, 2]");
+  if (!(options.sampling.temperature >= 0 && options.sampling.temperature <= 2))
+    return invalid_request("temperature must be in [0, 2]");
   if (top_p) options.sampling.top_p = *top_p;
-  if (!(options.sampling.top_p > 0 && options.sampling.top_p <= 1)) return invalid("top_p must be in (0, 1]");
+  if (!(options.sampling.top_p > 0 && options.sampling.top_p <= 1)) return invalid_request("top_p must be in (0, 1]");
   if (seed) options.sampling.seed = static_cast<uint64_t>(*seed);
   if (stop) {
     for (const std::string& one : *stop)
-      if (one.empty()) return invalid("stop strings must not be empty");
+      if (one.empty()) return invalid_request("stop strings must not be empty");
     options.stop = *stop;
   }
   return Status::ok_status();
@@ -224,16 +232,16 @@ Result<ChatRequest> parse_chat_request(std::string_view body, const std::string&
   auto logprobs = f.boolean("logprobs");
   auto top_logprobs = f.integer("top_logprobs");
   auto parallel_tool_calls = f.boolean("parallel_tool_calls");
-  if (!f.ok()) return invalid(f.error());
+  if (!f.ok()) return invalid_request(f.error());
   r.options.parallel_tool_calls = parallel_tool_calls.value_or(true);
-  if (top_logprobs && !logprobs.value_or(false)) return invalid("top_logprobs needs logprobs: true");
+  if (top_logprobs && !logprobs.value_or(false)) return invalid_request("top_logprobs needs logprobs: true");
   if (top_logprobs && (*top_logprobs < 0 || *top_logprobs > agents::kMaxTopLogprobs))
-    return invalid(fmt::format("top_logprobs must be in [0, {}]", agents::kMaxTopLogprobs));
+    return invalid_request(fmt::format("top_logprobs must be in [0, {}]", agents::kMaxTopLogprobs));
   if (logprobs.value_or(false)) r.options.top_logprobs = static_cast<int>(top_logprobs.value_or(0));
   r.model = *model;
   if (r.model != served_model)
     return Status(ErrorCode::kNotFound, fmt::format("model '{}' is not served here; this server serves '{}'", r.model, served_model));
-  if (messages == nullptr) return invalid("messages is required");
+  if (messages == nullptr) return invalid_request("messages is required");
   HIPPO_RETURN_IF_ERROR(parse_messages(*messages, r, ConversationInput::Ending::kAwaitingAnswer));
   if (tools != nullptr) HIPPO_RETURN_IF_ERROR(parse_tools(*tools, r));
   if (const json::value* choice = o.if_contains("tool_choice")) HIPPO_RETURN_IF_ERROR(apply_tool_choice(*choice, r.settings));
@@ -243,16 +251,16 @@ Result<ChatRequest> parse_chat_request(std::string_view body, const std::string&
     if (type == nullptr || !type->is_string() || type->get_string() != "text")
       return Status(ErrorCode::kUnavailable, "response_format other than {\"type\": \"text\"} is not supported yet");
   }
-  if (n && *n != 1) return invalid("n must be 1 (one choice per request)");
+  if (n && *n != 1) return invalid_request("n must be 1 (one choice per request)");
   r.stream = stream.value_or(false);
   if (stream_options != nullptr) {
     JsonFields so(*stream_options, "stream_options.");
     if (auto v = so.boolean("include_usage")) r.include_usage = *v;
-    if (!so.ok()) return invalid(so.error());
+    if (!so.ok()) return invalid_request(so.error());
   }
   if (max_completion_tokens) r.options.max_output_tokens = *max_completion_tokens;
   else if (max_tokens) r.options.max_output_tokens = *max_tokens;
-  if (r.options.max_output_tokens <= 0) return invalid("max_tokens must be positive");
+  if (r.options.max_output_tokens <= 0) return invalid_request("max_tokens must be positive");
   HIPPO_RETURN_IF_ERROR(apply_sampling(temperature, top_p, seed, stop, r.options));
   if (reasoning_effort) HIPPO_RETURN_IF_ERROR(apply_reasoning_effort(*reasoning_effort, r.settings));
   return r;
@@ -267,8 +275,8 @@ Result<ChatRequest> parse_chat_transcript(std::string_view body) {
   const json::array* messages = f.array("messages");
   const json::array* tools = f.array("tools");
   auto reasoning_effort = f.string("reasoning_effort");
-  if (!f.ok()) return invalid(f.error());
-  if (messages == nullptr) return invalid("messages is required");
+  if (!f.ok()) return invalid_request(f.error());
+  if (messages == nullptr) return invalid_request("messages is required");
   HIPPO_RETURN_IF_ERROR(parse_messages(*messages, r, ConversationInput::Ending::kAnswered));
   if (tools != nullptr) HIPPO_RETURN_IF_ERROR(parse_tools(*tools, r));
   if (const json::value* choice = o.if_contains("tool_choice")) HIPPO_RETURN_IF_ERROR(apply_tool_choice(*choice, r.settings));

@@ -15,7 +15,6 @@ namespace json = boost::json;
 
 namespace {
 
-Status invalid(std::string message) { return Status(ErrorCode::kInvalidArgument, std::move(message)); }
 Status unsupported(std::string message) { return Status(ErrorCode::kUnavailable, std::move(message)); }
 
 // Responses tools: [{type: "function", name, description, parameters, strict}].
@@ -23,21 +22,21 @@ Status parse_tools(const json::array& tools, agents::SessionSettings& settings) 
   for (size_t i = 0; i < tools.size(); ++i) {
     const std::string where = fmt::format("tools[{}]", i);
     const json::object* t = tools[i].if_object();
-    if (t == nullptr) return invalid(fmt::format("{} must be an object", where));
+    if (t == nullptr) return invalid_request(fmt::format("{} must be an object", where));
     JsonFields f(*t, where + ".");
     auto type = f.required_string("type");
     auto name = f.string("name");
     auto description = f.string("description");
     const json::object* parameters = f.object("parameters");
-    if (!f.ok()) return invalid(f.error());
+    if (!f.ok()) return invalid_request(f.error());
     if (*type != "function") return unsupported(fmt::format("{}: tools of type '{}' are not supported; only function tools", where, *type));
-    if (!name || name->empty()) return invalid(fmt::format("{}.name is required", where));
+    if (!name || name->empty()) return invalid_request(fmt::format("{}.name is required", where));
     tokenizer::ToolDefinition def;
     def.name = *name;
     def.description = description;
     if (parameters != nullptr) {
       def.parameters = finite_json_text(*parameters);
-      if (!def.parameters) return invalid(fmt::format("{}.parameters holds a number out of range", where));
+      if (!def.parameters) return invalid_request(fmt::format("{}.parameters holds a number out of range", where));
     }
     settings.tools.push_back(std::move(def));
   }
@@ -48,17 +47,18 @@ Status parse_tools(const json::array& tools, agents::SessionSettings& settings) 
 Result<std::string> content_text(const json::value* content, const std::string& where) {
   if (content == nullptr || content->is_null()) return std::string();
   if (content->is_string()) return std::string(content->get_string());
-  if (!content->is_array()) return invalid(fmt::format("{}.content must be a string or an array of parts", where));
+  if (!content->is_array())
+    return invalid_request(fmt::format("{}.content must be a string or an array of parts", where));
   std::string text;
   const json::array& parts = content->get_array();
   for (size_t j = 0; j < parts.size(); ++j) {
     const std::string at = fmt::format("{}.content[{}]", where, j);
     const json::object* part = parts[j].if_object();
-    if (part == nullptr) return invalid(fmt::format("{} must be an object", at));
+    if (part == nullptr) return invalid_request(fmt::format("{} must be an object", at));
     JsonFields f(*part, at + ".");
     auto type = f.required_string("type");
     auto t = f.string(*type == "refusal" ? "refusal" : "text");
-    if (!f.ok()) return invalid(f.error());
+    if (!f.ok()) return invalid_request(f.error());
     if (*type != "input_text" && *type != "output_text" && *type != "text" && *type != "refusal")
       return unsupported(fmt::format("{}: content parts of type '{}' are not supported; only text", at, *type));
     text += t.value_or("");
@@ -68,36 +68,37 @@ Result<std::string> content_text(const json::value* content, const std::string& 
 
 Status add_input_item(const json::value& value, const std::string& where, ConversationInput& conversation) {
   const json::object* item = value.if_object();
-  if (item == nullptr) return invalid(fmt::format("{} must be an object", where));
+  if (item == nullptr) return invalid_request(fmt::format("{} must be an object", where));
   JsonFields f(*item, where + ".");
   auto type = f.string("type");
   auto role = f.string("role");
-  if (!f.ok()) return invalid(f.error());
+  if (!f.ok()) return invalid_request(f.error());
   const std::string kind = type.value_or(role ? "message" : "");
   if (kind == "message") {
-    if (!role) return invalid(fmt::format("{}.role is required", where));
+    if (!role) return invalid_request(fmt::format("{}.role is required", where));
     HIPPO_ASSIGN_OR_RETURN(std::string text, content_text(item->if_contains("content"), where));
     if (*role == "user") return conversation.user(std::move(text), where);
     if (*role == "system" || *role == "developer") return conversation.system(text, where);
     if (*role == "assistant") return conversation.assistant(std::move(text), std::nullopt, where);
-    return invalid(fmt::format("{}.role must be user, system, developer or assistant, not '{}'", where, *role));
+    return invalid_request(fmt::format("{}.role must be user, system, developer or assistant, not '{}'", where, *role));
   }
   if (kind == "function_call") {
     auto call_id = f.required_string("call_id");
     auto name = f.required_string("name");
     auto arguments = f.required_string("arguments");
-    if (!f.ok()) return invalid(f.error());
+    if (!f.ok()) return invalid_request(f.error());
     return conversation.call({*call_id, *name, *arguments}, where);
   }
   if (kind == "function_call_output") {
     auto call_id = f.required_string("call_id");
-    if (!f.ok()) return invalid(f.error());
+    if (!f.ok()) return invalid_request(f.error());
     const json::value* output = item->if_contains("output");
     HIPPO_ASSIGN_OR_RETURN(std::string text, content_text(output, where));
     return conversation.tool_result(*call_id, std::move(text), where);
   }
   if (kind == "reasoning") return Status::ok_status();  // the session keeps the model's own reasoning
-  if (kind.empty()) return invalid(fmt::format("{} needs a type (message, function_call, function_call_output)", where));
+  if (kind.empty())
+    return invalid_request(fmt::format("{} needs a type (message, function_call, function_call_output)", where));
   return unsupported(fmt::format("{}: input items of type '{}' are not supported", where, kind));
 }
 
@@ -129,12 +130,13 @@ Result<ResponsesRequest> parse_responses_request(std::string_view body, const st
   auto truncation = f.string("truncation");
   auto top_logprobs = f.integer("top_logprobs");
   auto background = f.boolean("background");
-  if (!f.ok()) return invalid(f.error());
+  if (!f.ok()) return invalid_request(f.error());
   r.model = *model;
   if (r.model != served_model)
     return Status(ErrorCode::kNotFound, fmt::format("model '{}' is not served here; this server serves '{}'", r.model, served_model));
   const json::value* input = o.if_contains("input");
-  if (input == nullptr || !(input->is_string() || input->is_array())) return invalid("input is required: a string or an array of items");
+  if (input == nullptr || !(input->is_string() || input->is_array()))
+    return invalid_request("input is required: a string or an array of items");
   r.input = *input;
   if (top_logprobs) return unsupported("top_logprobs is not supported on /v1/responses; use /v1/chat/completions");
   if (background.value_or(false)) return unsupported("background responses are not supported");
@@ -142,7 +144,7 @@ Result<ResponsesRequest> parse_responses_request(std::string_view body, const st
     if (const json::value* v = o.if_contains(field); v != nullptr && !v->is_null())
       return unsupported(fmt::format("{} is not supported; send the conversation as input (or previous_response_id)", field));
   if (truncation && *truncation != "disabled" && *truncation != "auto")
-    return invalid(fmt::format("truncation must be auto or disabled, not '{}'", *truncation));
+    return invalid_request(fmt::format("truncation must be auto or disabled, not '{}'", *truncation));
   if (text != nullptr) {
     const json::value* format = text->if_contains("format");
     const json::object* fo = format ? format->if_object() : nullptr;
@@ -160,13 +162,15 @@ Result<ResponsesRequest> parse_responses_request(std::string_view body, const st
   if (reasoning != nullptr) {
     JsonFields rf(*reasoning, "reasoning.");
     auto effort = rf.string("effort");
-    if (!rf.ok()) return invalid(rf.error());
+    if (!rf.ok()) return invalid_request(rf.error());
     if (effort && *effort != "none") {
       r.settings.thinking = true;
       if (*effort == "minimal" || *effort == "low") r.settings.effort = tokenizer::ReasoningEffort::kLow;
       else if (*effort == "medium") r.settings.effort = tokenizer::ReasoningEffort::kDefault;
       else if (*effort == "high") r.settings.effort = tokenizer::ReasoningEffort::kHigh;
-      else return invalid(fmt::format("reasoning.effort must be none, minimal, low, medium or high, not '{}'", *effort));
+      else
+        return invalid_request(
+            fmt::format("reasoning.effort must be none, minimal, low, medium or high, not '{}'", *effort));
     }
   }
   r.options.parallel_tool_calls = parallel.value_or(true);
@@ -174,7 +178,7 @@ Result<ResponsesRequest> parse_responses_request(std::string_view body, const st
   r.store = store.value_or(true);
   r.stream = stream.value_or(false);
   if (max_output_tokens) r.options.max_output_tokens = *max_output_tokens;
-  if (r.options.max_output_tokens <= 0) return invalid("max_output_tokens must be positive");
+  if (r.options.max_output_tokens <= 0) return invalid_request("max_output_tokens must be positive");
   HIPPO_RETURN_IF_ERROR(apply_sampling(temperature, top_p, seed, stop, r.options));
   r.echo = {{"instructions", instructions ? json::value(*instructions) : json::value(nullptr)},
             {"tools", tools ? json::value(*tools) : json::value(json::array{})},

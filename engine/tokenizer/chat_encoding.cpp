@@ -18,8 +18,6 @@ constexpr std::string_view kSystem = "<｜System｜>";
 constexpr std::string_view kUser = "<｜User｜>";
 constexpr std::string_view kAssistant = "<｜Assistant｜>";
 constexpr std::string_view kLatestReminder = "<｜latest_reminder｜>";
-constexpr std::string_view kThinkStart = "<think>";
-constexpr std::string_view kThinkEnd = "</think>";
 constexpr std::string_view kBlockSeparator = "\n\n";
 // The special tokens that appear inside fixed prompt texts.
 constexpr std::string_view kTemplateSpecials[] = {kThinkStart, kThinkEnd, kDsmlToken};

@@ -17,7 +17,6 @@
 namespace hippo::tokenizer {
 namespace {
 
-constexpr std::string_view kThinkEnd = "</think>";
 constexpr std::string_view kSeparator = "\n\n";
 constexpr std::string_view kStringTrue = " string=\"true\">";
 constexpr std::string_view kStringFalse = " string=\"false\">";

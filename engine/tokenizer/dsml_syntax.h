@@ -22,6 +22,9 @@ struct DsmlSyntax {
 };
 
 inline constexpr std::string_view kDsmlToken = "｜DSML｜";
+// The reasoning span around DSML blocks: "<think>…</think>", written by the encoder, split off by the parser.
+inline constexpr std::string_view kThinkStart = "<think>";
+inline constexpr std::string_view kThinkEnd = "</think>";
 
 inline constexpr DsmlSyntax kDsmlV4{
     "<｜DSML｜tool_calls>", "</｜DSML｜tool_calls>", "<｜DSML｜invoke name=\"",
