@@ -6,14 +6,12 @@
 #
 #   scripts/train_demo_recipe.sh RUN [MINUTES]     # RUN: the run folder (runs/demo-recipe)
 #
-# Three corpora, one after the other (each with its cosine schedule; --steps is the same in every
-# stage of one). CORPUS: `gen_agent_corpus.py --seed 1 --sessions 20000 --spaced-copies` in
+# Two corpora, one after the other (each with its cosine schedule; --steps is the same in every stage
+# of one). CORPUS: `gen_agent_corpus.py --seed 1 --sessions 20000 --spaced-copies` in
 # runs/corpus-spaced, for STEPS (default 2000) steps, the last third trained as exported. CORPUS2:
 # the same with `--repo-names --team-share 0.16` (listings of real file names, more team sessions) in
-# runs/corpus-repo, from there to step STEPS2 (default 2800), trained as exported. CORPUS3:
-# `--seed 1 --sessions 50000 --spaced-copies --repo-names --team-share 0.35 --fixed-team-answers`
-# (the multi-agent team's plans, parts and combined answers) in runs/corpus-team, to step STEPS3
-# (default 3900), trained as exported. Each keeps the earlier corpora's ids (--new-corpus). The reference overlay as in scripts/reference/README.md (REFERENCE=...).
+# runs/corpus-repo, from there to step STEPS2 (default 2800), trained as exported; it keeps the first
+# corpus' ids (--new-corpus). The reference overlay as in scripts/reference/README.md (REFERENCE=...).
 # MINUTES bounds the whole call (resumably; 0: no bound). A run resumed with other STEPS keeps each
 # segment's settings in its state (train_demo.py export writes them into provenance.json).
 set -euo pipefail
@@ -24,10 +22,8 @@ REF=${REF:-$HOME/.venvs/hippo-ref/bin/python}
 REFERENCE=${REFERENCE:-$ROOT/.cache/deepseek-v41-reference}
 CORPUS=${CORPUS:-$ROOT/runs/corpus-spaced}
 CORPUS2=${CORPUS2:-$ROOT/runs/corpus-repo}
-CORPUS3=${CORPUS3:-$ROOT/runs/corpus-team}
 STEPS=${STEPS:-2000}
 STEPS2=${STEPS2:-2800}
-STEPS3=${STEPS3:-3900}
 ROUND_FROM=$(( STEPS * 2 / 3 ))
 DEADLINE=$(( MINUTES > 0 ? $(date +%s) + MINUTES * 60 : 0 ))
 
@@ -68,11 +64,8 @@ if (( $(logged_step) <= STEPS )); then
     train "$CORPUS" "$STEPS" "${AGENT[@]}" --stop-at "$ROUND_FROM"
     train "$CORPUS" "$STEPS" "${AGENT[@]}" --round-weights
 fi
-# The second and third corpora, as exported throughout; the DSpark stages distil on the third.
-if (( $(logged_step) <= STEPS2 )); then
-    train "$CORPUS2" "$STEPS2" "${AGENT[@]}" --round-weights --new-corpus
-fi
-train "$CORPUS3" "$STEPS3" "${AGENT[@]}" --round-weights --new-corpus
+# The second corpus, as exported throughout; the DSpark stages distil on it.
+train "$CORPUS2" "$STEPS2" "${AGENT[@]}" --round-weights --new-corpus
 # The checkpoint as the release stores it, then its DSpark stages distilled from it (about an hour).
 if [ ! -f "$RUN/export/provenance.json" ]; then
     "$REF" "$ROOT/scripts/train_demo.py" export --reference "$REFERENCE" --run "$RUN" --out "$RUN/export"
@@ -80,7 +73,7 @@ fi
 if [ ! -f "$RUN/dspark/exported" ]; then
     left=$(minutes_left) || exit 0
     "$REF" "$ROOT/scripts/train_dspark.py" train --reference "$REFERENCE" --checkpoint "$RUN/export" \
-        --corpus "$CORPUS3" --run "$RUN/dspark" --steps 800 --threads 1 --minutes "$left"
+        --corpus "$CORPUS2" --run "$RUN/dspark" --steps 800 --threads 1 --minutes "$left"
     minutes_left > /dev/null || exit 0  # (stopped by the bound, not done)
     "$REF" "$ROOT/scripts/train_dspark.py" export --reference "$REFERENCE" --checkpoint "$RUN/export" \
         --run "$RUN/dspark"
