@@ -9,11 +9,9 @@
 
 #include <boost/json/serialize.hpp>
 #include <boost/json/value.hpp>
-#include <fmt/chrono.h>
 #include <fmt/format.h>
 
 #include <charconv>
-#include <ctime>
 #include <iostream>
 #include <memory>
 #include <ostream>

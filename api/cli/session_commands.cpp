@@ -8,12 +8,10 @@
 
 #include <boost/json/serialize.hpp>
 #include <boost/json/value.hpp>
-#include <fmt/chrono.h>
 #include <fmt/format.h>
 
 #include <chrono>
 #include <cstdio>
-#include <ctime>
 #include <iostream>
 #include <memory>
 #include <ostream>
