@@ -11,7 +11,7 @@
 namespace hippo::agents {
 namespace {
 
-const tokenizer::Tokenizer& tok() { return testing::real_tokenizer(); }
+using testing::real_tokenizer;
 
 constexpr int32_t kEos = 1;
 
@@ -39,7 +39,7 @@ Run run(ResponseJob& job, const std::vector<int32_t>& ids) {
 
 // A tool call in the markup of the tokenizer's chat family (dsml_syntax.h).
 std::string tool_output() {
-  const tokenizer::DsmlSyntax& x = tokenizer::dsml_syntax(chat_family(tok()));
+  const tokenizer::DsmlSyntax& x = tokenizer::dsml_syntax(chat_family(real_tokenizer()));
   return "Let me compute.\n\n" + std::string(x.block_open) + "\n" + std::string(x.invoke_open) + "calc\">\n" +
          std::string(x.param_open) + "expr\" string=\"true\">2+2" + std::string(x.param_close) + "\n" +
          std::string(x.invoke_close) + "\n" + std::string(x.block_close);
@@ -48,14 +48,14 @@ std::string tool_output() {
 // The same call as the model writes it after a generation prompt that opened the block (a tool
 // call required): the block's content only.
 std::string in_block_output() {
-  const tokenizer::DsmlSyntax& x = tokenizer::dsml_syntax(chat_family(tok()));
+  const tokenizer::DsmlSyntax& x = tokenizer::dsml_syntax(chat_family(real_tokenizer()));
   return std::string(x.invoke_open) + "calc\">\n" + std::string(x.param_open) + "expr\" string=\"true\">2+2" +
          std::string(x.param_close) + "\n" + std::string(x.invoke_close) + "\n" + std::string(x.block_close);
 }
 
 // Feeds a job the ids of `text` and EOS.
 void feed(ResponseJob& job, const std::string& text) {
-  std::vector<int32_t> ids = tok().encode(text);
+  std::vector<int32_t> ids = real_tokenizer().encode(text);
   ids.push_back(kEos);
   for (size_t i = 0; i < ids.size(); ++i) REQUIRE(job.accept(ids[i]) == (i + 1 == ids.size()));
 }
@@ -64,9 +64,10 @@ void feed(ResponseJob& job, const std::string& text) {
 
 TEST_CASE("a DSML tool call streams as events and ends the response with tool_calls", "[agents]") {
   std::vector<ResponseEvent> events;
-  ResponseJob job(tok(), kEos, OutputStart{}, {}, [&](const ResponseEvent& e) { events.push_back(e); }, 7);
+  ResponseJob job(
+      real_tokenizer(), kEos, OutputStart{}, {}, [&](const ResponseEvent& e) { events.push_back(e); }, 7);
   const std::string output_text = tool_output();
-  std::vector<int32_t> ids = tok().encode(output_text);
+  std::vector<int32_t> ids = real_tokenizer().encode(output_text);
   ids.push_back(kEos);
   for (size_t i = 0; i < ids.size(); ++i) REQUIRE(job.accept(ids[i]) == (i + 1 == ids.size()));
   CHECK(job.finish_reason() == "tool_calls");
@@ -89,8 +90,9 @@ TEST_CASE("a DSML tool call streams as events and ends the response with tool_ca
   CHECK(dones[0].text == args);
   CHECK(args == "{\"expr\": \"2+2\"}");
   // The exact block bytes stay in the turn; the log's replay of the output gives the same turn.
-  CHECK(job.turn().raw_tool_calls.find(tokenizer::dsml_syntax(chat_family(tok())).block_open) != std::string::npos);
-  const AssistantTurn replayed = parse_assistant_output(job.output(), chat_family(tok()), OutputStart{}, 7);
+  CHECK(job.turn().raw_tool_calls.find(tokenizer::dsml_syntax(chat_family(real_tokenizer())).block_open) !=
+        std::string::npos);
+  const AssistantTurn replayed = parse_assistant_output(job.output(), chat_family(real_tokenizer()), OutputStart{}, 7);
   CHECK(replayed.text == job.turn().text);
   CHECK(replayed.raw_tool_calls == job.turn().raw_tool_calls);
   REQUIRE(replayed.calls.size() == 1);
@@ -102,8 +104,9 @@ TEST_CASE("a stop sequence ends the answer before it, the limit ends it with len
   std::string text;
   ResponseOptions options;
   options.stop = {"STOP"};
-  ResponseJob job(tok(), kEos, OutputStart{}, options, [&](const ResponseEvent& e) { text += e.text; }, 0);
-  Run r = run(job, tok().encode("Hello world. STOP and more"));
+  ResponseJob job(
+      real_tokenizer(), kEos, OutputStart{}, options, [&](const ResponseEvent& e) { text += e.text; }, 0);
+  Run r = run(job, real_tokenizer().encode("Hello world. STOP and more"));
   CHECK(r.finished);
   CHECK(job.finish_reason() == "stop");
   CHECK(text == "Hello world. ");
@@ -111,24 +114,26 @@ TEST_CASE("a stop sequence ends the answer before it, the limit ends it with len
   std::string limited;
   options = {};
   options.max_output_tokens = 3;
-  ResponseJob capped(tok(), kEos, OutputStart{}, options, [&](const ResponseEvent& e) { limited += e.text; }, 0);
-  const std::vector<int32_t> ids = tok().encode("one two three four five six");
+  ResponseJob capped(
+      real_tokenizer(), kEos, OutputStart{}, options, [&](const ResponseEvent& e) { limited += e.text; }, 0);
+  const std::vector<int32_t> ids = real_tokenizer().encode("one two three four five six");
   Run c = run(capped, ids);
   CHECK(c.finished);
   CHECK(capped.finish_reason() == "length");
   CHECK(capped.sampled().size() == 3);
-  CHECK(limited == tok().decode(std::vector<int32_t>(ids.begin(), ids.begin() + 3)));
+  CHECK(limited == real_tokenizer().decode(std::vector<int32_t>(ids.begin(), ids.begin() + 3)));
 }
 
 TEST_CASE("special tokens are left out of the text, as skip_special_tokens does, the ids are kept", "[agents]") {
-  const std::optional<int32_t> placeholder = tok().added_token_id("<｜place▁holder▁no▁7｜>");
+  const std::optional<int32_t> placeholder = real_tokenizer().added_token_id("<｜place▁holder▁no▁7｜>");
   REQUIRE(placeholder.has_value());
-  REQUIRE(tok().added_vocabulary().by_id(*placeholder)->special);
+  REQUIRE(real_tokenizer().added_vocabulary().by_id(*placeholder)->special);
   std::string text;
-  ResponseJob job(tok(), kEos, OutputStart{}, ResponseOptions{}, [&](const ResponseEvent& e) { text += e.text; }, 0);
-  std::vector<int32_t> ids = tok().encode("Hello");
+  ResponseJob job(
+      real_tokenizer(), kEos, OutputStart{}, ResponseOptions{}, [&](const ResponseEvent& e) { text += e.text; }, 0);
+  std::vector<int32_t> ids = real_tokenizer().encode("Hello");
   ids.push_back(*placeholder);
-  for (int32_t id : tok().encode(" world")) ids.push_back(id);
+  for (int32_t id : real_tokenizer().encode(" world")) ids.push_back(id);
   ids.push_back(kEos);
   Run r = run(job, ids);
   CHECK(r.finished);
@@ -137,9 +142,10 @@ TEST_CASE("special tokens are left out of the text, as skip_special_tokens does,
   CHECK(job.sampled() == ids);
   // Text that spells a special token is the model's words, not the token: it stays.
   std::string spelled;
-  ResponseJob words(tok(), kEos, OutputStart{}, ResponseOptions{}, [&](const ResponseEvent& e) { spelled += e.text; }, 0);
+  ResponseJob words(
+      real_tokenizer(), kEos, OutputStart{}, ResponseOptions{}, [&](const ResponseEvent& e) { spelled += e.text; }, 0);
   std::vector<int32_t> plain;
-  tok().encode_plain("a <｜place▁holder▁no▁7｜> b", plain);
+  real_tokenizer().encode_plain("a <｜place▁holder▁no▁7｜> b", plain);
   plain.push_back(kEos);
   run(words, plain);
   CHECK(spelled == "a <｜place▁holder▁no▁7｜> b");
@@ -147,11 +153,14 @@ TEST_CASE("special tokens are left out of the text, as skip_special_tokens does,
 
 TEST_CASE("thinking output streams reasoning, then the answer", "[agents]") {
   std::string reasoning, answer;
-  ResponseJob job(tok(), kEos, OutputStart{true, false}, {}, [&](const ResponseEvent& e) {
-    if (e.kind == ResponseEvent::Kind::kReasoningDelta) reasoning += e.text;
-    if (e.kind == ResponseEvent::Kind::kTextDelta) answer += e.text;
-  }, 0);
-  std::vector<int32_t> ids = tok().encode("Think first.</think>The answer.");
+  ResponseJob job(
+      real_tokenizer(), kEos, OutputStart{true, false}, {},
+      [&](const ResponseEvent& e) {
+        if (e.kind == ResponseEvent::Kind::kReasoningDelta) reasoning += e.text;
+        if (e.kind == ResponseEvent::Kind::kTextDelta) answer += e.text;
+      },
+      0);
+  std::vector<int32_t> ids = real_tokenizer().encode("Think first.</think>The answer.");
   ids.push_back(kEos);
   run(job, ids);
   CHECK(reasoning == "Think first.");
@@ -160,17 +169,20 @@ TEST_CASE("thinking output streams reasoning, then the answer", "[agents]") {
 }
 
 TEST_CASE("with a tool call required, the output starts inside the block and is a call", "[agents]") {
-  const tokenizer::DsmlSyntax& x = tokenizer::dsml_syntax(chat_family(tok()));
+  const tokenizer::DsmlSyntax& x = tokenizer::dsml_syntax(chat_family(real_tokenizer()));
   const std::string opening = "\n\n" + std::string(x.block_open) + "\n";  // the generation prompt's end
   // A job that saw the block open gives the reference events.
   std::vector<ResponseEvent> reference;
-  ResponseJob saw_open(tok(), kEos, OutputStart{}, {}, [&](const ResponseEvent& e) { reference.push_back(e); }, 3);
+  ResponseJob saw_open(
+      real_tokenizer(), kEos, OutputStart{}, {}, [&](const ResponseEvent& e) { reference.push_back(e); }, 3);
   feed(saw_open, opening + in_block_output());
   REQUIRE(saw_open.finish_reason() == "tool_calls");
   for (const bool thinking : {false, true}) {
     INFO("thinking " << thinking);
     std::vector<ResponseEvent> events;
-    ResponseJob job(tok(), kEos, OutputStart{thinking, true}, {}, [&](const ResponseEvent& e) { events.push_back(e); }, 3);
+    ResponseJob job(
+        real_tokenizer(), kEos, OutputStart{thinking, true}, {}, [&](const ResponseEvent& e) { events.push_back(e); },
+        3);
     feed(job, in_block_output());
     CHECK(job.finish_reason() == "tool_calls");
     CHECK(job.output() == in_block_output());
@@ -192,17 +204,20 @@ TEST_CASE("with a tool call required, the output starts inside the block and is 
     REQUIRE(turn.calls.size() == 1);
     CHECK(turn.calls[0].name == "calc");
     // The log's replay of the output gives the same turn; without the option it would be text.
-    const AssistantTurn replayed = parse_assistant_output(job.output(), chat_family(tok()), OutputStart{thinking, true}, 3);
+    const AssistantTurn replayed =
+        parse_assistant_output(job.output(), chat_family(real_tokenizer()), OutputStart{thinking, true}, 3);
     CHECK(replayed.raw_tool_calls == turn.raw_tool_calls);
     CHECK(replayed.text == turn.text);
     REQUIRE(replayed.calls.size() == 1);
     CHECK(replayed.calls[0].id == "call_3");
     CHECK(replayed.calls[0].arguments == turn.calls[0].arguments);
-    CHECK(parse_assistant_output(job.output(), chat_family(tok()), OutputStart{thinking, false}, 3).calls.empty());
+    CHECK(parse_assistant_output(job.output(), chat_family(real_tokenizer()), OutputStart{thinking, false}, 3)
+              .calls.empty());
   }
   // Output that is no call: answer text, and the response stops.
   std::string text;
-  ResponseJob job(tok(), kEos, OutputStart{false, true}, {}, [&](const ResponseEvent& e) { text += e.text; }, 0);
+  ResponseJob job(
+      real_tokenizer(), kEos, OutputStart{false, true}, {}, [&](const ResponseEvent& e) { text += e.text; }, 0);
   feed(job, "I would rather not.");
   CHECK(job.finish_reason() == "stop");
   CHECK(text == "I would rather not.");

@@ -11,7 +11,7 @@
 namespace hippo::agents {
 namespace {
 
-const tokenizer::Tokenizer& tok() { return testing::real_tokenizer(); }
+using testing::real_tokenizer;
 
 InputItem item(InputItem::Kind kind, std::string content, std::string call_id = {}) {
   InputItem i;
@@ -38,12 +38,12 @@ std::vector<InputItem> calculator_conversation() {
 }
 
 std::string decode(const RenderedSession& r, size_t begin, size_t end) {
-  return tok().decode(std::span(r.ids).subspan(begin, end - begin));
+  return real_tokenizer().decode(std::span(r.ids).subspan(begin, end - begin));
 }
 
 TEST_CASE("a finished conversation renders as the reference renders it whole, answers marked", "[agents][render]") {
   const SessionSettings settings = calculator_settings();
-  auto rendered = render_session(tok(), settings, calculator_conversation());
+  auto rendered = render_session(real_tokenizer(), settings, calculator_conversation());
   INFO(rendered.status().to_string());
   REQUIRE(rendered.ok());
   const RenderedSession& r = *rendered;
@@ -60,7 +60,7 @@ TEST_CASE("a finished conversation renders as the reference renders it whole, an
   // The whole conversation at once (the reference's renderer), up to its final generation prompt.
   std::vector<tokenizer::Message> messages{prompt_messages(settings, true, {})};
   for (const InputItem& i : calculator_conversation()) messages.push_back(input_message(i));
-  auto whole = tokenizer::render_chat(messages, chat_options(settings, tok()));
+  auto whole = tokenizer::render_chat(messages, chat_options(settings, real_tokenizer()));
   REQUIRE(whole.ok());
   const std::string text = whole->text();
   CHECK(text.starts_with(decode(r, 0, r.ids.size())));
@@ -71,11 +71,11 @@ TEST_CASE("thinking keeps an answer's reasoning; chat mode drops it", "[agents][
   SessionSettings settings = calculator_settings();
   std::vector<InputItem> items = calculator_conversation();
   items.back().reasoning = "The tool said 391.";
-  auto chat = render_session(tok(), settings, items);
+  auto chat = render_session(real_tokenizer(), settings, items);
   REQUIRE(chat.ok());
   CHECK(decode(*chat, chat->answers[1].begin, chat->answers[1].end) == "17 * 23 = 391.<｜end▁of▁sentence｜>");
   settings.thinking = true;
-  auto thinking = render_session(tok(), settings, items);
+  auto thinking = render_session(real_tokenizer(), settings, items);
   INFO(thinking.status().to_string());
   REQUIRE(thinking.ok());
   CHECK(decode(*thinking, thinking->answers[1].begin, thinking->answers[1].end) ==
@@ -88,25 +88,25 @@ TEST_CASE("conversations that a session could not hold are refused, naming the i
 
   SECTION("it must end with an answer") {
     items.pop_back();
-    auto r = render_session(tok(), settings, items);
+    auto r = render_session(real_tokenizer(), settings, items);
     REQUIRE_FALSE(r.ok());
     CHECK(r.status().message().find("must end with an answer") != std::string::npos);
   }
   SECTION("a result must answer a call of the answer before it") {
     items[2].tool_call_id = "call_9";
-    auto r = render_session(tok(), settings, items);
+    auto r = render_session(real_tokenizer(), settings, items);
     REQUIRE_FALSE(r.ok());
     CHECK(r.status().message().find("item 2: a result for 'call_9'") != std::string::npos);
   }
   SECTION("an answer needs its calls' results first") {
     items.erase(items.begin() + 2);
-    auto r = render_session(tok(), settings, items);
+    auto r = render_session(real_tokenizer(), settings, items);
     REQUIRE_FALSE(r.ok());
     CHECK(r.status().message().find("item 2: an answer with no input before it") != std::string::npos);
   }
   SECTION("an answer cannot come first") {
     items.erase(items.begin());
-    auto r = render_session(tok(), settings, items);
+    auto r = render_session(real_tokenizer(), settings, items);
     REQUIRE_FALSE(r.ok());
     CHECK(r.status().message().find("item 0: an answer with no input before it") != std::string::npos);
   }

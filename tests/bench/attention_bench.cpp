@@ -82,7 +82,7 @@ struct Case {
 const Case kCases[] = {{"small_fullkv/prefill_block", 64, 4, 512}, {"small_fullkv/decode_row", 1, 4, 512},
                        {"release/prefill_block", 64, 64, 512},     {"release/decode_row", 1, 64, 512}};
 
-const bool registered = [] {
+const bool attention_benchmarks_registered = [] {
   for (const Case& c : kCases) {
     for (int threads : {1, 2}) {
       const std::string name = std::string("attention/") + c.name + "/threads" + std::to_string(threads);

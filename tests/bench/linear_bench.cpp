@@ -65,7 +65,7 @@ void run(benchmark::State& state, const Shape& shape, const std::string& isa, st
   state.SetLabel(std::string(shape.what) + " " + isa);
 }
 
-const bool registered = [] {
+const bool linear_benchmarks_registered = [] {
   for (const std::string& isa : kernels::cpu::runnable_linear_isas())
     for (const Shape& shape : kShapes)
       for (std::int64_t m : {1, 64}) {

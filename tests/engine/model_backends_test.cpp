@@ -5,6 +5,7 @@
 #include "engine/model/model.h"
 #include "kernels/backend_registry.h"
 #include "tests/engine/test_paths.h"
+#include "tests/engine/tiny_model.h"
 
 #include <catch2/catch.hpp>
 
@@ -15,7 +16,9 @@
 namespace hippo::engine {
 namespace {
 
+using testing::same_bits;
 using testing::TempDir;
+using testing::tokens;
 
 TempDir& checkpoints() {
   static TempDir dir;
@@ -37,21 +40,9 @@ std::unique_ptr<Model> load(const std::string& backend) {
   return std::move(loaded.value());
 }
 
-// Long enough to cross tiny's window (128), its compression groups and candidate blocks, and to give
-// the indexer more keys than its top-k.
-std::vector<int32_t> prompt(int64_t n, int32_t salt) {
-  std::vector<int32_t> ids(static_cast<size_t>(n));
-  for (int64_t i = 0; i < n; ++i) ids[static_cast<size_t>(i)] = static_cast<int32_t>((i * 7919 + salt * 104729 + 13) % 120000);
-  return ids;
-}
-
-bool same_bits(const std::vector<float>& a, const std::vector<float>& b) {
-  return a.size() == b.size() && std::memcmp(a.data(), b.data(), a.size() * sizeof(float)) == 0;
-}
-
 TEST_CASE("every backend computes tiny's logits within tolerance of the ref backend", "[model][backend]") {
   const std::unique_ptr<Model> ref = load("ref");
-  const auto ids = prompt(200, 1);
+  const auto ids = tokens(200, 1);
   SessionState ref_state = ref->new_session();
   std::vector<float> expected;
   REQUIRE(ref->forward(ref_state, ids, &expected).ok());
@@ -111,7 +102,7 @@ std::vector<float> next_logits(Model& model, std::span<const int32_t> ids, std::
 
 TEST_CASE("the engine's invariants hold bit for bit on the ref backend", "[model][backend]") {
   const std::unique_ptr<Model> ref = load("ref");
-  const auto a = prompt(170, 2), b = prompt(150, 3);
+  const auto a = tokens(170, 2), b = tokens(150, 3);
   const std::vector<float> one_shot = next_logits(*ref, a, {});
   SECTION("chunked equals one-shot") {
     CHECK(same_bits(next_logits(*ref, a, std::vector<int64_t>{61, 130}), one_shot));
@@ -226,7 +217,7 @@ TEST_CASE("load hands the backend every matrix the forward pass multiplies by", 
   auto loaded = Model::load(tiny_quantised_dir(), std::move(backend));
   REQUIRE(loaded.ok());
   SessionState state = (*loaded)->new_session();
-  const auto ids = prompt(150, 4);  // past the window and the compression groups, with Engram and experts
+  const auto ids = tokens(150, 4);  // past the window and the compression groups, with Engram and experts
   REQUIRE((*loaded)->forward(state, ids).ok());
   REQUIRE((*loaded)->forward(state, std::span(ids).first(1)).ok());  // a decode step
   CHECK(recording.linear_calls_on_unkept_weights() == 0);

@@ -14,12 +14,9 @@
 namespace hippo::engine {
 namespace {
 
+using testing::same_bits;
 using testing::tiny_model;
 using testing::tokens;
-
-bool same_bits(std::span<const float> a, std::span<const float> b) {
-  return a.size() == b.size() && std::memcmp(a.data(), b.data(), a.size() * sizeof(float)) == 0;
-}
 
 // Serialised, as a snapshot stores it.
 void require_same_bytes(const SessionState& a, const SessionState& b) {

@@ -5,6 +5,7 @@
 #include "engine/model/model.h"
 #include "tests/engine/snapshot_streams.h"
 #include "tests/engine/test_paths.h"
+#include "tests/engine/tiny_model.h"
 
 #include <catch2/catch.hpp>
 
@@ -15,7 +16,9 @@
 namespace hippo::engine {
 namespace {
 
+using testing::same_bits;
 using testing::TempDir;
+using testing::tokens;
 
 // One tiny checkpoint for the whole file (writing it takes a while).
 const std::string& tiny_dir(bool quantised) {
@@ -25,7 +28,7 @@ const std::string& tiny_dir(bool quantised) {
   return quantised ? quant : plain;
 }
 
-Model& tiny_model(bool quantised = false) {
+Model& loaded_tiny(bool quantised = false) {
   static std::unique_ptr<Model> plain, quant;
   std::unique_ptr<Model>& slot = quantised ? quant : plain;
   if (!slot) {
@@ -37,14 +40,6 @@ Model& tiny_model(bool quantised = false) {
     slot = std::move(loaded.value());
   }
   return *slot;
-}
-
-// A deterministic prompt long enough to cross windows (tiny: 128), compression groups and
-// candidate blocks.
-std::vector<int32_t> prompt(int64_t n, int32_t salt = 0) {
-  std::vector<int32_t> ids(static_cast<size_t>(n));
-  for (int64_t i = 0; i < n; ++i) ids[static_cast<size_t>(i)] = static_cast<int32_t>((i * 7919 + salt * 104729 + 13) % 120000);
-  return ids;
 }
 
 ForwardRequest request(SessionState* state, std::span<const int32_t> tokens) {
@@ -62,18 +57,14 @@ PrefillOptions prefill_options(int64_t chunk, bool plan, PrefillProgress progres
   return o;
 }
 
-bool same_bits(const std::vector<float>& a, const std::vector<float>& b) {
-  return a.size() == b.size() && std::memcmp(a.data(), b.data(), a.size() * sizeof(float)) == 0;
-}
-
 std::vector<float> row(const std::vector<float>& all, int64_t i, int64_t vocab) {
   return {all.begin() + i * vocab, all.begin() + (i + 1) * vocab};
 }
 
 TEST_CASE("one-shot prefill gives finite logits at every position", "[model]") {
-  Model& model = tiny_model();
+  Model& model = loaded_tiny();
   SessionState state = model.new_session();
-  const auto ids = prompt(300);
+  const auto ids = tokens(300);
   std::vector<float> logits;
   REQUIRE(model.forward(state, ids, &logits).ok());
   const int64_t vocab = model.text().vocab_size;
@@ -84,8 +75,8 @@ TEST_CASE("one-shot prefill gives finite logits at every position", "[model]") {
 }
 
 TEST_CASE("chunked prefill equals one-shot at every split point", "[model]") {
-  Model& model = tiny_model();
-  const auto ids = prompt(40);
+  Model& model = loaded_tiny();
+  const auto ids = tokens(40);
   SessionState whole = model.new_session();
   std::vector<float> expected;
   REQUIRE(model.forward(whole, ids, &expected).ok());
@@ -102,8 +93,8 @@ TEST_CASE("chunked prefill equals one-shot at every split point", "[model]") {
 }
 
 TEST_CASE("decode token by token equals one-shot logits", "[model]") {
-  Model& model = tiny_model();
-  const auto ids = prompt(200, 1);
+  Model& model = loaded_tiny();
+  const auto ids = tokens(200, 1);
   const int64_t vocab = model.text().vocab_size;
   SessionState whole = model.new_session();
   std::vector<float> expected;
@@ -119,8 +110,8 @@ TEST_CASE("decode token by token equals one-shot logits", "[model]") {
 }
 
 TEST_CASE("a batch of sessions equals each session alone", "[model]") {
-  Model& model = tiny_model();
-  std::vector<std::vector<int32_t>> prompts = {prompt(17, 2), prompt(64, 3), prompt(1, 4), prompt(130, 5)};
+  Model& model = loaded_tiny();
+  std::vector<std::vector<int32_t>> prompts = {tokens(17, 2), tokens(64, 3), tokens(1, 4), tokens(130, 5)};
   std::vector<SessionState> alone, batched;
   for (const auto& p : prompts) {
     alone.push_back(model.new_session());
@@ -143,8 +134,8 @@ TEST_CASE("a batch of sessions equals each session alone", "[model]") {
 }
 
 TEST_CASE("serialise, restore and continue equals uninterrupted", "[model]") {
-  Model& model = tiny_model();
-  const auto ids = prompt(180, 6);
+  Model& model = loaded_tiny();
+  const auto ids = tokens(180, 6);
   SessionState uninterrupted = model.new_session();
   REQUIRE(model.forward(uninterrupted, ids).ok());
 
@@ -181,8 +172,8 @@ TEST_CASE("serialise, restore and continue equals uninterrupted", "[model]") {
 }
 
 TEST_CASE("a state restored into stream_buffer()s grows without moving its streams", "[model]") {
-  Model& model = tiny_model();
-  const auto ids = prompt(120, 8);
+  Model& model = loaded_tiny();
+  const auto ids = tokens(120, 8);
   SessionState first = model.new_session();
   REQUIRE(model.forward(first, std::span(ids).first(60)).ok());
   std::vector<StateStreamBuffer> streams = testing::snapshot_streams(model.text(), first);
@@ -206,9 +197,9 @@ TEST_CASE("a state restored into stream_buffer()s grows without moving its strea
 }
 
 TEST_CASE("the encoder/decoder prefill plan equals running every layer", "[model]") {
-  Model& model = tiny_model();
+  Model& model = loaded_tiny();
   // tiny: candidate source 7 of 12 layers, window 128: the tail is 128 + 4 * 127 = 636 tokens.
-  const auto ids = prompt(900, 7);
+  const auto ids = tokens(900, 7);
   SessionState full = model.new_session();
   REQUIRE(model.prefill(full, ids, prefill_options(256, false)).ok());
   SessionState planned = model.new_session();
@@ -226,9 +217,9 @@ TEST_CASE("the encoder/decoder prefill plan equals running every layer", "[model
 }
 
 TEST_CASE("plain and quantised checkpoints of one seed compute the same model", "[model]") {
-  Model& plain = tiny_model(false);
-  Model& quant = tiny_model(true);
-  const auto ids = prompt(150, 8);
+  Model& plain = loaded_tiny(false);
+  Model& quant = loaded_tiny(true);
+  const auto ids = tokens(150, 8);
   SessionState a = plain.new_session(), b = quant.new_session();
   REQUIRE(plain.forward(a, ids).ok());
   REQUIRE(quant.forward(b, ids).ok());
@@ -245,7 +236,7 @@ TEST_CASE("a checkpoint without its tokenizer is a clear error at load", "[model
 }
 
 TEST_CASE("bad requests are errors, not crashes", "[model]") {
-  Model& model = tiny_model();
+  Model& model = loaded_tiny();
   SessionState state = model.new_session();
   const std::vector<int32_t> out_of_range = {1, static_cast<int32_t>(model.text().vocab_size)};
   CHECK(model.forward(state, out_of_range).code() == ErrorCode::kInvalidArgument);
