@@ -8,7 +8,6 @@
 
 #include <catch2/catch.hpp>
 
-#include <cstring>
 #include <functional>
 
 namespace hippo::engine {

@@ -9,7 +9,6 @@
 
 #include <catch2/catch.hpp>
 
-#include <cstring>
 #include <filesystem>
 #include <numeric>
 
@@ -20,26 +19,20 @@ using testing::same_bits;
 using testing::TempDir;
 using testing::tokens;
 
-// One tiny checkpoint for the whole file (writing it takes a while).
-const std::string& tiny_dir(bool quantised) {
+// The plain tiny checkpoint (seed 1), written and loaded once per test process (writing it takes a
+// while); its quantised twin is tiny_model.h's tiny_model().
+Model& plain_tiny() {
   static TempDir dir;
-  static std::string plain = testing::init_preset(dir, "tiny", false, 1, "plain");
-  static std::string quant = testing::init_preset(dir, "tiny", true, 1, "quantised");
-  return quantised ? quant : plain;
-}
-
-Model& loaded_tiny(bool quantised = false) {
-  static std::unique_ptr<Model> plain, quant;
-  std::unique_ptr<Model>& slot = quantised ? quant : plain;
-  if (!slot) {
+  static std::unique_ptr<Model> model;
+  if (!model) {
     ModelOptions options;
     options.n_threads = 2;
-    auto loaded = Model::load(tiny_dir(quantised), options);
+    auto loaded = Model::load(testing::init_preset(dir, "tiny", false, 1, "plain"), options);
     INFO(loaded.status().to_string());
     REQUIRE(loaded.ok());
-    slot = std::move(loaded.value());
+    model = std::move(loaded.value());
   }
-  return *slot;
+  return *model;
 }
 
 ForwardRequest request(SessionState* state, std::span<const int32_t> tokens) {
@@ -62,7 +55,7 @@ std::vector<float> row(const std::vector<float>& all, int64_t i, int64_t vocab) 
 }
 
 TEST_CASE("one-shot prefill gives finite logits at every position", "[model]") {
-  Model& model = loaded_tiny();
+  Model& model = plain_tiny();
   SessionState state = model.new_session();
   const auto ids = tokens(300);
   std::vector<float> logits;
@@ -75,7 +68,7 @@ TEST_CASE("one-shot prefill gives finite logits at every position", "[model]") {
 }
 
 TEST_CASE("chunked prefill equals one-shot at every split point", "[model]") {
-  Model& model = loaded_tiny();
+  Model& model = plain_tiny();
   const auto ids = tokens(40);
   SessionState whole = model.new_session();
   std::vector<float> expected;
@@ -93,7 +86,7 @@ TEST_CASE("chunked prefill equals one-shot at every split point", "[model]") {
 }
 
 TEST_CASE("decode token by token equals one-shot logits", "[model]") {
-  Model& model = loaded_tiny();
+  Model& model = plain_tiny();
   const auto ids = tokens(200, 1);
   const int64_t vocab = model.text().vocab_size;
   SessionState whole = model.new_session();
@@ -110,7 +103,7 @@ TEST_CASE("decode token by token equals one-shot logits", "[model]") {
 }
 
 TEST_CASE("a batch of sessions equals each session alone", "[model]") {
-  Model& model = loaded_tiny();
+  Model& model = plain_tiny();
   std::vector<std::vector<int32_t>> prompts = {tokens(17, 2), tokens(64, 3), tokens(1, 4), tokens(130, 5)};
   std::vector<SessionState> alone, batched;
   for (const auto& p : prompts) {
@@ -134,7 +127,7 @@ TEST_CASE("a batch of sessions equals each session alone", "[model]") {
 }
 
 TEST_CASE("serialise, restore and continue equals uninterrupted", "[model]") {
-  Model& model = loaded_tiny();
+  Model& model = plain_tiny();
   const auto ids = tokens(180, 6);
   SessionState uninterrupted = model.new_session();
   REQUIRE(model.forward(uninterrupted, ids).ok());
@@ -172,7 +165,7 @@ TEST_CASE("serialise, restore and continue equals uninterrupted", "[model]") {
 }
 
 TEST_CASE("a state restored into stream_buffer()s grows without moving its streams", "[model]") {
-  Model& model = loaded_tiny();
+  Model& model = plain_tiny();
   const auto ids = tokens(120, 8);
   SessionState first = model.new_session();
   REQUIRE(model.forward(first, std::span(ids).first(60)).ok());
@@ -197,7 +190,7 @@ TEST_CASE("a state restored into stream_buffer()s grows without moving its strea
 }
 
 TEST_CASE("the encoder/decoder prefill plan equals running every layer", "[model]") {
-  Model& model = loaded_tiny();
+  Model& model = plain_tiny();
   // tiny: candidate source 7 of 12 layers, window 128: the tail is 128 + 4 * 127 = 636 tokens.
   const auto ids = tokens(900, 7);
   SessionState full = model.new_session();
@@ -217,8 +210,8 @@ TEST_CASE("the encoder/decoder prefill plan equals running every layer", "[model
 }
 
 TEST_CASE("plain and quantised checkpoints of one seed compute the same model", "[model]") {
-  Model& plain = loaded_tiny(false);
-  Model& quant = loaded_tiny(true);
+  Model& plain = plain_tiny();
+  Model& quant = testing::tiny_model();
   const auto ids = tokens(150, 8);
   SessionState a = plain.new_session(), b = quant.new_session();
   REQUIRE(plain.forward(a, ids).ok());
@@ -236,7 +229,7 @@ TEST_CASE("a checkpoint without its tokenizer is a clear error at load", "[model
 }
 
 TEST_CASE("bad requests are errors, not crashes", "[model]") {
-  Model& model = loaded_tiny();
+  Model& model = plain_tiny();
   SessionState state = model.new_session();
   const std::vector<int32_t> out_of_range = {1, static_cast<int32_t>(model.text().vocab_size)};
   CHECK(model.forward(state, out_of_range).code() == ErrorCode::kInvalidArgument);
