@@ -1307,7 +1307,7 @@ def write_provenance(out: Path, saved: dict, run: Path, last: dict) -> None:
         return (f"scripts/train_demo.py train {command_options(segment['args'])} (steps {segment['from_step']}-"
                 f"{segment['to_step']}{where})")
 
-    files = file_records(out, [p.name for p in sorted(out.iterdir()) if p.name not in ("provenance.json", "README.md")])
+    files = file_records(out, [p.name for p in out.iterdir() if p.name not in ("provenance.json", "README.md")])
     provenance = {
         "made_by": [f"hippo model init --preset demo --seed {train['seed']}",
                     *[f"{corpus_command(m)}{f' (corpus {k})' if len(corpora) > 1 else ''}"
