@@ -199,7 +199,8 @@ void add_serve_command(CLI::App& app, Invocation& inv) {
       ->capture_default_str();
   serve->add_option("--stream-grace", cmd->stream_grace_seconds,
                     "Seconds a response keeps running after its WebSocket drops, for the client to reconnect "
-                    "(session.resume with after_seq); also how long finished responses stay replayable")
+                    "(session.resume with after_seq); also how long finished responses stay replayable once no "
+                    "client reads them")
       ->check(CLI::NonNegativeNumber)
       ->capture_default_str();
   serve->add_option("--tls-cert", cmd->tls_cert, "PEM certificate chain: serve HTTPS and wss:// (with --tls-key)");

@@ -24,7 +24,8 @@ struct ServerOptions {
   size_t socket_send_buffer = 0;  // SO_SNDBUF of accepted sockets; 0: the kernel's autotuning
   int64_t default_max_output_tokens = 256;   // when a request gives none
   // A response whose WebSocket dropped keeps running this long for a client to reattach
-  // (session.resume with after_seq); its stream's events stay replayable this long after it ends.
+  // (session.resume with after_seq); its stream's events stay replayable until the stream
+  // has had no reader for this long.
   std::chrono::milliseconds stream_grace{30000};
   size_t stream_replay_bytes = size_t{1} << 20;  // kept events per session stream
   // GET /readyz answers 503 while the engine has had work and finished no step or call for longer.

@@ -8,8 +8,11 @@ int64_t SessionStreams::publish(const std::string& session_id, boost::json::obje
   std::lock_guard lock(mutex_);
   Stream& s = streams_[session_id];
   if (phase == Phase::kStart) s.running = true;
-  if (phase == Phase::kEnd) s.running = false;
   const int64_t seq = ++s.last_seq;
+  if (phase == Phase::kEnd) {
+    s.running = false;
+    s.finished_through = seq;
+  }
   event["session_seq"] = seq;
   const size_t bytes = boost::json::serialize(event).size();
   // Delivered under the lock: deliver only posts, and posting here keeps the connection's queue in
@@ -74,16 +77,18 @@ std::optional<SessionStreams::Clock::duration> SessionStreams::unattached_for(co
   return Clock::now() - it->second.detached_at;
 }
 
-void SessionStreams::trim(const std::string& session_id, int64_t through) {
+bool SessionStreams::trim_finished(const std::string& session_id, Clock::duration unread_for) {
   std::lock_guard lock(mutex_);
   auto it = streams_.find(session_id);
-  if (it == streams_.end()) return;
+  if (it == streams_.end()) return false;
   Stream& s = it->second;
-  while (!s.kept.empty() && s.kept.front().seq <= through) {
+  if (s.connection != 0 || Clock::now() - s.detached_at < unread_for) return false;
+  while (!s.kept.empty() && s.kept.front().seq <= s.finished_through) {
     s.kept_bytes -= s.kept.front().bytes;
     total_kept_bytes_ -= s.kept.front().bytes;
     s.kept.pop_front();
   }
+  return true;
 }
 
 void SessionStreams::forget(const std::string& session_id) {

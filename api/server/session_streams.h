@@ -53,8 +53,10 @@ class SessionStreams {
   // How long a response has been running with no connection attached; nullopt when none runs or
   // a connection is attached.
   std::optional<Clock::duration> unattached_for(const std::string& session_id);
-  // Drops the kept events up to and including session_seq `through` (the numbering goes on).
-  void trim(const std::string& session_id, int64_t through);
+  // Drops the kept events of the responses that have ended, once no connection has been attached
+  // for `unread_for`: a reader attached now, or one that left less than that ago, may still ask
+  // for them again. Returns whether it dropped them (the numbering goes on either way).
+  bool trim_finished(const std::string& session_id, Clock::duration unread_for);
   void forget(const std::string& session_id);  // the session is closed
 
   size_t kept_bytes();  // all sessions together (metrics)
@@ -72,6 +74,7 @@ class SessionStreams {
     uint64_t connection = 0;  // 0: nobody attached
     Deliver deliver;
     bool running = false;            // between a kStart and a kEnd event
+    int64_t finished_through = 0;    // the seq of the last kEnd event
     Clock::time_point detached_at;   // when connection last became 0
   };
 

@@ -46,12 +46,17 @@ void cancel_when_abandoned(ServerContext& ctx, const std::string& session_id) {
   });
 }
 
-// A finished response's events stay replayable for the grace period, for a client that lost its
-// connection just before the end.
-void forget_stream_after_grace(ServerContext& ctx, const std::string& session_id, int64_t through_seq) {
+// Finished responses' events stay replayable until the session's stream has had no reader for the
+// grace period: for a client that lost its connection just before the end, and for one still
+// reading a long replay when the grace would have run out. Armed when a response ends and when a
+// reader leaves; a timer that finds a reader, or one gone for less than the grace, leaves the
+// events to the timer of that reader's leaving.
+void forget_finished_after_grace(ServerContext& ctx, const std::string& session_id) {
   auto timer = std::make_shared<net::steady_timer>(ctx.ioc, ctx.options.stream_grace);
-  timer->async_wait([timer, &ctx, session_id, through_seq](const boost::system::error_code& ec) {
-    if (!ec) ctx.streams.trim(session_id, through_seq);
+  timer->async_wait([timer, &ctx, session_id](const boost::system::error_code& ec) {
+    if (!ec)
+      ctx.streams.trim_finished(session_id,
+                                std::chrono::duration_cast<SessionStreams::Clock::duration>(ctx.options.stream_grace));
   });
 }
 
@@ -231,8 +236,8 @@ void WebSocketSession::execute(const protocol::ClientEvent& e) {
         json::object out = protocol::response_event(event, sid, rid);
         if (!eid.empty()) out["event_id"] = eid;
         out[kEmitField] = std::chrono::duration_cast<std::chrono::nanoseconds>(emitted.time_since_epoch()).count();
-        const int64_t seq = ctx.streams.publish(sid, std::move(out), last ? SessionStreams::Phase::kEnd : SessionStreams::Phase::kDuring);
-        if (last) forget_stream_after_grace(ctx, sid, seq);
+        ctx.streams.publish(sid, std::move(out), last ? SessionStreams::Phase::kEnd : SessionStreams::Phase::kDuring);
+        if (last) forget_finished_after_grace(ctx, sid);
       });
       agents::ResponseOptions options = e.response;
       options.max_prompt_tokens = tenant_.max_prompt_tokens;
@@ -389,7 +394,9 @@ void WebSocketSession::finished() {
   ctx_.registry.remove(registry_id_);
   size_t abandoned = 0;
   for (const std::string& sid : attached_) {
-    if (!ctx_.streams.detach(sid, registry_id_) || !ctx_.streams.unattached_for(sid)) continue;
+    if (!ctx_.streams.detach(sid, registry_id_)) continue;
+    forget_finished_after_grace(ctx_, sid);
+    if (!ctx_.streams.unattached_for(sid)) continue;
     ++abandoned;
     cancel_when_abandoned(ctx_, sid);
   }

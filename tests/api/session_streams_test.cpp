@@ -64,17 +64,30 @@ TEST_CASE("the replay buffer is bounded, asking for dropped events is an error, 
   REQUIRE(streams.attach("s", 1, [&](boost::json::object e, bool) { got.push_back(seq_of(e)); }, 95).ok());
   CHECK(got == std::vector<int64_t>{96, 97, 98, 99, 100});
 
-  streams.trim("s", 97);
-  CHECK_FALSE(streams.attach("s", 1, [](boost::json::object, bool) {}, 96).ok());
-  CHECK(streams.attach("s", 1, [](boost::json::object, bool) {}, 97).ok());
-  streams.trim("s", 100);
+  streams.forget("s");
   CHECK(streams.kept_bytes() == 0);
-  CHECK_FALSE(streams.attach("s", 1, [](boost::json::object, bool) {}, 99).ok());
-  CHECK(streams.attach("s", 1, [](boost::json::object, bool) {}, 100).ok());  // nothing missed
-  streams.publish("s", delta("y"));  // the numbering goes on
-  std::vector<int64_t> after;
-  REQUIRE(streams.attach("s", 2, [&](boost::json::object e, bool) { after.push_back(seq_of(e)); }, 100).ok());
-  CHECK(after == std::vector<int64_t>{101});
+}
+
+TEST_CASE("a finished response stays replayable while a reader is attached and for the grace after it leaves",
+          "[server]") {
+  using std::chrono::hours;
+  SessionStreams streams(1 << 20);
+  REQUIRE(streams.attach("s", 1, [](boost::json::object, bool) {}, std::nullopt).ok());
+  streams.publish("s", {{"type", "response.created"}}, SessionStreams::Phase::kStart);
+  streams.publish("s", delta("a"));
+  streams.publish("s", {{"type", "response.completed"}}, SessionStreams::Phase::kEnd);  // seq 3
+  streams.publish("s", {{"type", "response.created"}}, SessionStreams::Phase::kStart);  // the next one runs
+  CHECK_FALSE(streams.trim_finished("s", hours(0)));  // a reader is attached: it may still ask again
+  REQUIRE(streams.detach("s", 1));
+  CHECK_FALSE(streams.trim_finished("s", hours(1)));  // it left less than the grace ago
+  CHECK(streams.attach("s", 2, [](boost::json::object, bool) {}, 0).ok());
+  REQUIRE(streams.detach("s", 2));
+  CHECK(streams.trim_finished("s", hours(0)));
+  CHECK_FALSE(streams.attach("s", 3, [](boost::json::object, bool) {}, 2).ok());  // the finished one is gone
+  std::vector<int64_t> got;
+  REQUIRE(streams.attach("s", 3, [&](boost::json::object e, bool) { got.push_back(seq_of(e)); }, 3).ok());
+  CHECK(got == std::vector<int64_t>{4});  // the running one is kept
+  CHECK_FALSE(streams.trim_finished("unknown", hours(0)));
   streams.forget("s");
   CHECK(streams.kept_bytes() == 0);
 }

@@ -187,11 +187,17 @@ def test_a_reconnecting_client_resumes_the_stream_where_it_left(server):
             assert events[-1]["finish_reason"] == ref_events[-1]["finish_reason"] != "cancelled"
             assert text == expected
             end_seq = events[-1]["session_seq"]
-            # A finished response stays replayable for the grace period; a seq past the stream is refused.
+            # A finished response stays replayable while its reader is attached (however long it took to
+            # read it) and for the grace period after it leaves; a seq past the stream is refused.
+            await asyncio.sleep(STREAM_GRACE * 1.5)
             again = await c.expect("session.resumed", type="session.resume", session_id=sid, after_seq=end_seq - 2)
             assert again["session_seq"] == end_seq
             assert [(await c.recv())["session_seq"] for _ in range(2)] == [end_seq - 1, end_seq]
             err = await c.expect("error", type="session.resume", session_id=sid, after_seq=end_seq + 5)
+            assert err["code"] == "stream_gap"
+        await asyncio.sleep(STREAM_GRACE * 1.5)
+        async with server.connect() as ws:
+            err = await Client(ws).expect("error", type="session.resume", session_id=sid, after_seq=end_seq - 2)
             assert err["code"] == "stream_gap"
 
     run(main())
