@@ -863,7 +863,9 @@ struct Simd {
     for (int j = 0; j < NR; ++j) rows[j] = row_cursor(w, r0 + j);
     // The hardware prefetchers stop at page boundaries, and a row is often a page or less (FP8 and
     // FP4 at k = 4096): so each step also fetches the same place in the next group's rows, whose
-    // streams would otherwise start cold.
+    // streams would otherwise start cold. Not F32 in groups of 4 rows or more (16 KB rows at k =
+    // 4096, whose streams the hardware keeps up): on an Intel Xeon VM that ran in 0.84-0.99x the
+    // time (m = 1..4, AVX-512 and AVX2), where groups of 1 or 2 rows still gain from it.
     constexpr int kBits = F == WeightFormat::kF32 ? 32 : F == WeightFormat::kBF16 ? 16 : F == WeightFormat::kFp8Block ? 8 : 4;
     constexpr std::int64_t kStepsPerLine = 64 * 8 / (16 * kBits);
     const std::int64_t ahead = NR * (F == WeightFormat::kFp4Row32 ? fp4_code_stride(w) : k * kBits / 8);
@@ -1028,7 +1030,7 @@ struct Simd {
       if constexpr (kFastFp8)
 #pragma GCC unroll 8
         for (int j = 0; j < NR; ++j) fp8_nan |= fp8_nan_lanes(rows[j].bytes + c);
-      if (c / 16 % kStepsPerLine == 0)
+      if ((F != WeightFormat::kF32 || NR <= 2) && c / 16 % kStepsPerLine == 0)
 #pragma GCC unroll 8
         for (int j = 0; j < NR; ++j) __builtin_prefetch(rows[j].bytes + ahead + c * kBits / 8);
 #pragma GCC unroll 8
