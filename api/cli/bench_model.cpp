@@ -77,7 +77,6 @@ struct ModelBenchOptions {
   bool json = false;
 };
 
-
 uint64_t fnv1a64(std::span<const int32_t> ids) {
   uint64_t h = 1469598103934665603ull;
   for (int32_t id : ids) {

@@ -50,7 +50,6 @@ struct SpeculativeBenchOptions {
   bool json = false;
 };
 
-
 // Tokens per verify at per-token acceptance a with k drafts: 1 + a + ... + a^k.
 double tokens_per_verify(double a, int64_t k) {
   double total = 0, term = 1;
