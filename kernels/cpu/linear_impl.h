@@ -21,7 +21,10 @@
 //     steps in one 32-bit word, so that a step costs a shift and a permute per vector, no
 //     broadcast. AVX2 reads packed FP4 a scale block at a time through byte lookups of each
 //     code's BF16 bytes (fp4_block), whose lanes come out as a 4 x 4 transpose of each step's
-//     columns: x is read so permuted, and the lane sums are put back before the tree.
+//     columns: x is read so permuted, and the lane sums are put back before the tree. Where a
+//     step's x values feed fewer weight rows than there are rows of x and those rows outgrow the
+//     L1 (AVX2 past three rows of x), a pass runs over 16 weight rows in column blocks, carrying
+//     the lane chains from block to block (dot_groups): the chains and the tree stay the same.
 //     AVX-512 with VBMI (linear_avx512vbmi.cpp) reads FP8 64 columns at a time through byte
 //     permutes of each code's BF16 bytes (fp8_group) for one or two rows of x; AVX2, and AVX-512
 //     without VBMI for one or two rows, read the FP8 blocks the view does not mark as special
@@ -848,15 +851,38 @@ struct Simd {
 
   // ---- decode: m <= kSmallM rows of x, dot products straight from the weight bytes ----
 
+  // Columns begin .. end of a decode group's rows (dot_groups' column blocks), the lane chains
+  // carried in from the block before and out to the next through carry (MR x NR x kV vectors).
+  struct ColumnBlock {
+    std::int64_t begin = 0, end = 0;
+    Vec* carry = nullptr;
+  };
+
+  // dot_rows' software prefetch: into the L1 for the next group, which the next steps read; for
+  // column blocks, into the L2 for the next super group, which would not fit beside them in the L1.
+  template <bool Blocked>
+  __attribute__((always_inline)) static void prefetch_ahead(const std::uint8_t* p) {
+    if constexpr (Blocked) __builtin_prefetch(p, 0, 2);
+    else __builtin_prefetch(p);
+  }
+
+  // The decode paths that may run in column blocks (dot_groups): those that read x column after
+  // column, with no fallback that starts a row over: F32, BF16 and packed FP4 on AVX2. (Not AVX2's
+  // FP8 through fp8_tile: on an Intel Xeon VM, one thread, 512 rows, that took 1.12-1.15x the time
+  // at m = 3, 4, and 1.10-1.18x at m = 8 on matrices in DRAM.)
+  template <WeightFormat F, bool Scalar, bool Lanes>
+  static constexpr bool kColumnBlocks =
+      !Scalar && !Lanes && (F == WeightFormat::kF32 || F == WeightFormat::kBF16 || kFp4Blocks<F, Scalar, Lanes>);
+
   // Rows r0 .. r0 + NR of W against the MR rows of x (row i at x + i * k; x_tail: their last
   // k % 16 columns, zero-padded to 16 each). FP8 (not Scalar) reads xs instead of x for the
   // first k / 16 * 16 columns: x scaled per block by scale_x_fp8 for these rows; packed FP4 on
   // AVX2 (kFp4Blocks) reads xs, x in fp4_block's lane order. Lanes: FP4 in lane order, whose
   // whole 128-column chunks take one load and eight shifts, not eight broadcasts (a permute
   // each) and eight variable shifts.
-  template <WeightFormat F, bool Scalar, int MR, int NR, bool Lanes = false>
+  template <WeightFormat F, bool Scalar, int MR, int NR, bool Lanes = false, bool Blocked = false>
   HIPPO_LINEAR_TARGET static void dot_rows(const float* x, const float* xs, const float* x_tail, const WeightView& w,
-                                           std::int64_t r0, const LinearOut& y) {
+                                           std::int64_t r0, const LinearOut& y, const ColumnBlock& block = {}) {
     const DecodeTables& tables = decode_tables();
     const std::int64_t k = w.cols, full = k / 16 * 16;
     RowCursor rows[NR];
@@ -868,7 +894,9 @@ struct Simd {
     // time (m = 1..4, AVX-512 and AVX2), where groups of 1 or 2 rows still gain from it.
     constexpr int kBits = F == WeightFormat::kF32 ? 32 : F == WeightFormat::kBF16 ? 16 : F == WeightFormat::kFp8Block ? 8 : 4;
     constexpr std::int64_t kStepsPerLine = 64 * 8 / (16 * kBits);
-    const std::int64_t ahead = NR * (F == WeightFormat::kFp4Row32 ? fp4_code_stride(w) : k * kBits / 8);
+    // Column blocks fetch the same place in the next super group's rows, which the next blocks read.
+    const std::int64_t ahead =
+        (Blocked ? kSuperRows : NR) * (F == WeightFormat::kFp4Row32 ? fp4_code_stride(w) : k * kBits / 8);
     // FP8's fast path takes no NaN codes (checked as the bytes pass); rows with any are done one
     // value at a time.
     constexpr bool kFastFp8 = F == WeightFormat::kFp8Block && !Scalar;
@@ -877,6 +905,9 @@ struct Simd {
     const float* xv = kFastFp8 || kBlocks ? xs : x;
     Bytes16 fp8_nan{};  // kFastFp8: NaN codes seen
     Vec acc[MR][NR][kV] = {};
+    static_assert(!Blocked || kColumnBlocks<F, Scalar, Lanes>, "this decode path reads whole rows");
+    if constexpr (Blocked)
+      if (block.begin > 0) std::memcpy(acc, block.carry, sizeof acc);
     const std::int64_t lanes_end = Lanes ? k / 128 * 128 : 0;
     for (std::int64_t c = 0; c < lanes_end; c += 128) {
 #pragma GCC unroll 8
@@ -1011,10 +1042,10 @@ struct Simd {
         kBlocks ? k : kFp8Groups ? groups_end : kFp8Tiles ? tiles_end : kFp8Normals && normals_end > 0 ? normals_end : lanes_end;
     if constexpr (kBlocks) {
       const Fp4ByteTables& byte_tables = fp4_byte_tables();
-      for (std::int64_t c = 0; c < k; c += 32) {
+      for (std::int64_t c = Blocked ? block.begin : 0; c < (Blocked ? block.end : k); c += 32) {
         if (c % 128 == 0)
 #pragma GCC unroll 8
-          for (int j = 0; j < NR; ++j) __builtin_prefetch(rows[j].bytes + ahead + c / 2);
+          for (int j = 0; j < NR; ++j) prefetch_ahead<Blocked>(rows[j].bytes + ahead + c / 2);
 #pragma GCC unroll 8
         for (int j = 0; j < NR; ++j) {
           Vec f[4];
@@ -1026,13 +1057,14 @@ struct Simd {
         }
       }
     }
-    for (std::int64_t c = blocks_end; c < full; c += 16) {
+    for (std::int64_t c = Blocked ? std::max(blocks_end, block.begin) : blocks_end;
+         c < (Blocked ? std::min(full, block.end) : full); c += 16) {
       if constexpr (kFastFp8)
 #pragma GCC unroll 8
         for (int j = 0; j < NR; ++j) fp8_nan |= fp8_nan_lanes(rows[j].bytes + c);
       if ((F != WeightFormat::kF32 || NR <= 2) && c / 16 % kStepsPerLine == 0)
 #pragma GCC unroll 8
-        for (int j = 0; j < NR; ++j) __builtin_prefetch(rows[j].bytes + ahead + c * kBits / 8);
+        for (int j = 0; j < NR; ++j) prefetch_ahead<Blocked>(rows[j].bytes + ahead + c * kBits / 8);
 #pragma GCC unroll 8
       for (int j = 0; j < NR; ++j) {
         Vec wv[kV];
@@ -1043,6 +1075,11 @@ struct Simd {
           for (int q = 0; q < kV; ++q) acc[i][j][q] += load(xv + i * k + c + q * W) * wv[q];
       }
     }
+    if constexpr (Blocked)
+      if (block.end < k) {  // the lane chains go on in the next column block
+        std::memcpy(block.carry, acc, sizeof acc);
+        return;
+      }
     if (full < k) {  // the last step: x and W zero past k
 #pragma GCC unroll 8
       for (int j = 0; j < NR; ++j) {
@@ -1070,12 +1107,13 @@ struct Simd {
   }
 
   // The last n % NR rows, through dot_rows of that height.
-  template <WeightFormat F, bool Scalar, int MR, int R, bool Lanes>
+  template <WeightFormat F, bool Scalar, int MR, int R, bool Lanes, bool Blocked = false>
   HIPPO_LINEAR_TARGET static void dot_rows_tail(int rows, const float* x, const float* xs, const float* x_tail,
-                                                const WeightView& w, std::int64_t r0, const LinearOut& y) {
+                                                const WeightView& w, std::int64_t r0, const LinearOut& y,
+                                                const ColumnBlock& block = {}) {
     if constexpr (R > 0) {
-      if (rows == R) return dot_rows<F, Scalar, MR, R, Lanes>(x, xs, x_tail, w, r0, y);
-      dot_rows_tail<F, Scalar, MR, R - 1, Lanes>(rows, x, xs, x_tail, w, r0, y);
+      if (rows == R) return dot_rows<F, Scalar, MR, R, Lanes, Blocked>(x, xs, x_tail, w, r0, y, block);
+      dot_rows_tail<F, Scalar, MR, R - 1, Lanes, Blocked>(rows, x, xs, x_tail, w, r0, y, block);
     }
   }
 
@@ -1102,18 +1140,69 @@ struct Simd {
   // 0.69-0.76x their time at m = 6..16.)
   static constexpr int kPassRows = 4;
 
-  // NR rows of W (fewer at the end) against the MR rows of x, kPassRows at a time: the first pass
-  // reads the weights from memory, the later ones from the L1 (up to 8 rows of x read them once).
+  // Rows of W that each pass of kPassRows rows of x runs over before the next pass starts
+  // (dot_groups) in column blocks, so that the later passes read them from the L2.
+  static constexpr int kSuperRows = 16;
+
+  // Column blocks (dot_groups): a pass whose rows of x take more than kL1XBytes, with fewer weight
+  // rows per group than rows of x (AVX2 and the generic 4-lane path from three rows of x on: one
+  // weight row per group, so each x value loaded feeds one FMA), runs over its super group
+  // kXBlockBytes of x at a time, which then stay in the 32-48 KB L1 instead of streaming from the
+  // L2 for every weight row. On an Intel
+  // Xeon VM (AVX2, one thread, 512 rows of k = 4096) that took 0.59-0.66x the time for F32 and
+  // BF16 at m = 3, 4, 8, and 0.78-0.88x for packed FP4 at m = 4, 8, whose m = 3 took 1.18x (so FP4
+  // starts at 4 rows). Not at m = 2 (32 KB of x), nor on AVX-512, whose groups of 4 weight rows
+  // past two rows of x did not gain (0.96-1.10x). The generic path: 0.88-1.03x.
+  static constexpr std::int64_t kL1XBytes = 32 * 1024, kXBlockBytes = 16 * 1024;
+
+  template <WeightFormat F, bool Scalar, bool Lanes, int MA, int NR>
+  static bool column_blocks_pay(std::int64_t k) {
+    return kColumnBlocks<F, Scalar, Lanes> && NR < MA && MA >= (F == WeightFormat::kFp4Row32 ? 4 : 3) &&
+           MA * k * static_cast<std::int64_t>(sizeof(float)) > kL1XBytes;
+  }
+
+  // Groups g0 .. g1 (one super group at most) against the MA rows of x, kXBlockBytes of x at a
+  // time, each group's lane chains carried from one column block to the next.
+  template <WeightFormat F, bool Scalar, int MA, int NR, bool Lanes>
+  HIPPO_LINEAR_TARGET static void dot_column_blocks(std::int64_t g0, std::int64_t g1, const float* x, const float* xs,
+                                                    const float* x_tail, const WeightView& w, const LinearOut& y) {
+    const std::int64_t k = w.cols;
+    // Blocks of whole 128-column lines of FP4 (the prefetch's unit).
+    const std::int64_t width = kXBlockBytes / (MA * static_cast<std::int64_t>(sizeof(float))) / 128 * 128;
+    Vec carry[kSuperRows][MA][NR][kV];  // (kSuperRows / NR groups at most)
+    for (std::int64_t c = 0; c < k; c += width) {
+      ColumnBlock block{c, std::min(k, c + width), nullptr};
+      for (std::int64_t g = g0; g < g1; ++g) {
+        block.carry = carry[g - g0][0][0];
+        const int nr = static_cast<int>(std::min<std::int64_t>(NR, w.rows - g * NR));
+        if (nr == NR) dot_rows<F, Scalar, MA, NR, Lanes, true>(x, xs, x_tail, w, g * NR, y, block);
+        else dot_rows_tail<F, Scalar, MA, NR - 1, Lanes, true>(nr, x, xs, x_tail, w, g * NR, y, block);
+      }
+    }
+  }
+
+  // Groups g0 .. g1 of NR rows of W (the last maybe fewer) against the MR rows of x, kPassRows rows
+  // of x at a time, each pass over all the groups before the next; in column blocks where the
+  // groups are a super group (kSuperRows rows at most) and column_blocks_pay.
   template <WeightFormat F, bool Scalar, int MR, int NR, bool Lanes>
-  HIPPO_LINEAR_TARGET static void dot_group(int nr, const float* x, const float* xs, const float* x_tail,
-                                            const WeightView& w, std::int64_t r0, const LinearOut& y) {
+  HIPPO_LINEAR_TARGET static void dot_groups(std::int64_t g0, std::int64_t g1, const float* x, const float* xs,
+                                             const float* x_tail, const WeightView& w, const LinearOut& y,
+                                             bool super_group) {
     constexpr int MA = std::min(MR, kPassRows);
-    if (nr == NR) dot_rows<F, Scalar, MA, NR, Lanes>(x, xs, x_tail, w, r0, y);
-    else dot_rows_tail<F, Scalar, MA, NR - 1, Lanes>(nr, x, xs, x_tail, w, r0, y);
+    bool blocked = false;
+    if constexpr (kColumnBlocks<F, Scalar, Lanes> && NR < MA) {
+      blocked = super_group && column_blocks_pay<F, Scalar, Lanes, MA, NR>(w.cols);
+      if (blocked) dot_column_blocks<F, Scalar, MA, NR, Lanes>(g0, g1, x, xs, x_tail, w, y);
+    }
+    for (std::int64_t g = g0; g < g1 && !blocked; ++g) {
+      const int nr = static_cast<int>(std::min<std::int64_t>(NR, w.rows - g * NR));
+      if (nr == NR) dot_rows<F, Scalar, MA, NR, Lanes>(x, xs, x_tail, w, g * NR, y);
+      else dot_rows_tail<F, Scalar, MA, NR - 1, Lanes>(nr, x, xs, x_tail, w, g * NR, y);
+    }
     if constexpr (MR > MA) {
       const LinearOut y_b = y.rows != nullptr ? LinearOut{nullptr, y.rows + MA} : LinearOut{y.y + MA * w.rows, nullptr};
-      dot_group<F, Scalar, MR - MA, NR, Lanes>(nr, x + MA * w.cols, xs != nullptr ? xs + MA * w.cols : nullptr,
-                                               x_tail + MA * 16, w, r0, y_b);
+      dot_groups<F, Scalar, MR - MA, NR, Lanes>(g0, g1, x + MA * w.cols, xs != nullptr ? xs + MA * w.cols : nullptr,
+                                                x_tail + MA * 16, w, y_b, super_group);
     }
   }
 
@@ -1150,6 +1239,10 @@ struct Simd {
   HIPPO_LINEAR_TARGET static void decode_format(const float* x, const WeightView& w, const LinearOut& y, ThreadPool& pool) {
     constexpr int NR = kDotRows<F, std::min(MR, kPassRows)>;
     const std::int64_t k = w.cols, full = k / 16 * 16;
+    // Super groups of kSuperRows weight rows where the first pass runs in column blocks (dot_groups);
+    // otherwise each group's passes run back to back (its weight rows still in the L1).
+    const bool wide_x = column_blocks_pay<F, Scalar, Lanes, std::min(MR, kPassRows), NR>(k);
+    const std::int64_t super_groups = wide_x ? std::max(1, kSuperRows / NR) : 1;
     alignas(64) float x_tail[MR * 16] = {};
     for (int i = 0; i < MR; ++i) std::copy(x + i * k + full, x + (i + 1) * k, x_tail + 16 * i);
     const std::int64_t groups = (w.rows + NR - 1) / NR;
@@ -1173,18 +1266,18 @@ struct Simd {
         std::int64_t block = -1;
         bool exact = false;
         for (std::int64_t g = g0; g < g1; ++g) {
-          const int nr = static_cast<int>(std::min<std::int64_t>(NR, w.rows - g * NR));
           if (g * NR / w.block != block) {
             block = g * NR / w.block;
             exact = scale_x_fp8(x, MR, w, tables, block, scaled.data());
           }
-          if (exact) dot_group<F, false, MR, NR, false>(nr, x, scaled.data(), x_tail, w, g * NR, y);
-          else dot_group<F, true, MR, NR, false>(nr, x, nullptr, x_tail, w, g * NR, y);
+          if (exact) dot_groups<F, false, MR, NR, false>(g, g + 1, x, scaled.data(), x_tail, w, y, false);
+          else dot_groups<F, true, MR, NR, false>(g, g + 1, x, nullptr, x_tail, w, y, false);
         }
       } else {
-        for (std::int64_t g = g0; g < g1; ++g) {
-          const int nr = static_cast<int>(std::min<std::int64_t>(NR, w.rows - g * NR));
-          dot_group<F, Scalar, MR, NR, Lanes>(nr, x, x_lanes, x_tail, w, g * NR, y);
+        for (std::int64_t g = g0; g < g1;) {
+          const std::int64_t g_end = std::min(g1, (g / super_groups + 1) * super_groups);
+          dot_groups<F, Scalar, MR, NR, Lanes>(g, g_end, x, x_lanes, x_tail, w, y, wide_x);
+          g = g_end;
         }
       }
     });
