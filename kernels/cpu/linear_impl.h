@@ -23,8 +23,9 @@
 //     code's BF16 bytes (fp4_block), whose lanes come out as a 4 x 4 transpose of each step's
 //     columns: x is read so permuted, and the lane sums are put back before the tree. Where a
 //     step's x values feed fewer weight rows than there are rows of x and those rows outgrow the
-//     L1 (AVX2 past three rows of x), a pass runs over 16 weight rows in column blocks, carrying
-//     the lane chains from block to block (dot_groups): the chains and the tree stay the same.
+//     L1 (AVX2 and the generic path from three rows of x on, packed FP4 from four), a pass runs
+//     over 16 weight rows in column blocks, carrying the lane chains from block to block
+//     (dot_groups): the chains and the tree stay the same.
 //     AVX-512 with VBMI (linear_avx512vbmi.cpp) reads FP8 64 columns at a time through byte
 //     permutes of each code's BF16 bytes (fp8_group) for one or two rows of x; AVX2, and AVX-512
 //     without VBMI for one or two rows, read the FP8 blocks the view does not mark as special
