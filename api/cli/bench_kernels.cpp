@@ -452,7 +452,8 @@ Status run_kernels_bench(const KernelsBenchOptions& options, std::ostream& out) 
   if (!options.isa.empty()) {
     const auto isas = kernels::cpu::runnable_linear_isas();
     if (std::find(isas.begin(), isas.end(), options.isa) == isas.end())
-      return make_error(ErrorCode::kInvalidArgument, "--isa {}: this CPU runs {}", options.isa, fmt::join(isas, ", "));
+      return make_error(ErrorCode::kInvalidArgument, "--isa {}: runnable here are {} (this CPU's, up to --cpu-isa)",
+                        options.isa, fmt::join(isas, ", "));
   }
   for (const FormatInfo* f : formats) {
     static const std::uint8_t kSomeByte = 0;

@@ -27,6 +27,7 @@
 #include "engine/model/model.h"
 #include "engine/model/model_summary.h"
 #include "kernels/backend_registry.h"
+#include "kernels/cpu/linear.h"
 #include "kernels/cpu/machine_probe.h"
 #include "kernels/cpu/zero_rows.h"
 #include "kernels/op_timing_backend.h"
@@ -352,6 +353,7 @@ Status run_model_bench(const ModelBenchOptions& options, std::ostream& out) {
         {"vocab_size", t.vocab_size},
         {"cpu_model", machine.cpu_model},
         {"logical_cpus", machine.logical_cpus},
+        {"linear_isa", kernels::cpu::linear_isa()},
         {"load_average_at_start", start_load},
         {"backend", model->backend_name()},
         {"active_decode_bytes", active_bytes},
@@ -385,8 +387,8 @@ Status run_model_bench(const ModelBenchOptions& options, std::ostream& out) {
     return {};
   }
 
-  out << fmt::format("machine  {}, {} logical CPUs, load average {:.2f} at start\n", machine.cpu_model,
-                     machine.logical_cpus, start_load);
+  out << fmt::format("machine  {}, {} logical CPUs, linear ISA {}, load average {:.2f} at start\n",
+                     machine.cpu_model, machine.logical_cpus, kernels::cpu::linear_isa(), start_load);
   out << fmt::format("model    {} ({}, {} layers, hidden {}, vocab {}), loaded in {:.2f} s\n", options.model_dir,
                      model->config().quantised() ? "quantised" : "plain", t.num_hidden_layers, t.hidden_size,
                      t.vocab_size, load_s);

@@ -7,6 +7,7 @@
 #include "engine/model/model.h"
 #include "engine/speculative/session_drafter.h"
 #include "kernels/backend_registry.h"
+#include "kernels/cpu/isa.h"
 
 #include <fmt/format.h>
 #include <fmt/ranges.h>
@@ -91,6 +92,9 @@ std::unique_ptr<CLI::App> build_app(Invocation& inv) {
   app->add_option("--config", inv.config_path, "TOML config file (flags > HIPPO_* env > this file > defaults)");
   app->add_option("--log-level", inv.log_level, "trace, debug, info, warn, error or off")->capture_default_str();
   app->add_option("--log-format", inv.log_format, "text (logfmt fields) or json")->capture_default_str();
+  app->add_option("--cpu-isa", inv.cpu_isa,
+                  "Cap the CPU kernels' instruction set: avx512vbmi, avx512, avx2 or generic (default: the best "
+                  "this CPU runs), e.g. to run the AVX2 path on an AVX-512 machine");
 
   add_serve_command(*app, inv);
   add_chat_command(*app, inv);
@@ -135,6 +139,12 @@ int run(int argc, const char* const* argv, std::ostream& out, std::ostream& err)
     }
   }
   log::init({*level, *format});
+  if (!inv.cpu_isa.empty()) {
+    if (Status s = kernels::cpu::limit_isa(inv.cpu_isa); !s.ok()) {
+      err << "hippo: --cpu-isa: " << s.message() << "\n";
+      return exit_code_for(s);
+    }
+  }
 
   if (!inv.action) {  // a command family given without its subcommand is caught by CLI11; keep it so
     err << "hippo: bug: no action for this command line\n";

@@ -32,6 +32,7 @@ struct Invocation {
   std::string config_path;          // --config / HIPPO_CONFIG
   std::string log_level = "info";   // --log-level / HIPPO_LOG_LEVEL
   std::string log_format = "text";  // --log-format / HIPPO_LOG_FORMAT
+  std::string cpu_isa;              // --cpu-isa / HIPPO_CPU_ISA: the CPU kernels' instruction set cap
   std::ostream* out = nullptr;      // command output (results, tables, JSON); logs go to stderr
   std::function<Status()> action;   // set by the selected subcommand's parse callback
 };

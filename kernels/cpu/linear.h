@@ -50,8 +50,8 @@ bool fp4_lane_order_pays(const std::string& isa);
 // AVX-512 past two rows of x straight into fp32 bits, without a NaN check.
 bool fp8_special_blocks_pay(const std::string& isa);
 
-// Every instruction set this CPU can run, best first, and linear() or decode_rows_transposed() forced onto one of them
-// (tests compare each against kernels/ref; benchmarks compare them with one another).
+// Every instruction set this CPU can run (up to limit_isa's cap), best first, and linear() or decode_rows_transposed()
+// forced onto one of them (tests compare each against kernels/ref; benchmarks compare them with one another).
 std::vector<std::string> runnable_linear_isas();
 Status linear_with_isa(const std::string& isa, const float* x, std::int64_t m, const WeightView& w, float* y,
                        ThreadPool& pool);

@@ -166,4 +166,8 @@ TEST_CASE("bad global settings are usage errors with a clear message", "[cli]") 
   auto missing = run_cli({"--config", "/nonexistent/hippo.toml", "chat"});
   CHECK(missing.code == hippo::cli::kExitFailure);
   CHECK_THAT(missing.err, Catch::Contains("config file /nonexistent/hippo.toml: cannot be opened"));
+  auto isa = run_cli({"--cpu-isa", "sse9", "bench", "kernels"});
+  CHECK(isa.code == hippo::cli::kExitUsage);
+  CHECK_THAT(isa.err,
+             Catch::Contains("--cpu-isa: instruction set 'sse9' is not one of avx512vbmi, avx512, avx2, generic"));
 }

@@ -41,6 +41,23 @@ def test_bench_machine_json():
     assert doc["fma_flops_per_second"] > 1e8
 
 
+def test_cpu_isa_caps_the_kernels_instruction_set():
+    # generic runs on every CPU; the flag and HIPPO_CPU_ISA both reach the kernels' dispatch.
+    bench = ["bench", "kernels", "--rows", "64", "--cols", "64", "--m", "1,4", "--format", "f32,fp4", "--threads", "1",
+             "--repetitions", "1", "--min-time", "0", "--copies", "1", "--bandwidth-bytes", "8MiB", "--json"]
+    for args, env in ((["--cpu-isa", "generic", *bench], None), (bench, {"HIPPO_CPU_ISA": "generic"})):
+        r = hippo(*args, env=env)
+        assert r.returncode == 0, r.stderr
+        assert json.loads(r.stdout)["linear_isa"] == "generic"
+    r = hippo("--cpu-isa", "generic", *bench[:-1], "--isa", "avx2")  # above the cap: not runnable
+    assert r.returncode == 2
+    assert "avx2" in r.stderr
+    r = hippo(*bench, env={"HIPPO_CPU_ISA": "sse9"})
+    assert r.returncode == 2
+    assert "--cpu-isa: instruction set 'sse9' is not one of" in r.stderr
+    assert r.stdout == ""
+
+
 def test_settings_precedence_through_the_binary(tmp_path):
     # --threads for `bench machine` from each layer in turn; the JSON output shows which one won.
     config = tmp_path / "hippo.toml"
