@@ -1149,11 +1149,11 @@ struct Simd {
   // rows per group than rows of x (AVX2 and the generic 4-lane path from three rows of x on: one
   // weight row per group, so each x value loaded feeds one FMA), runs over its super group
   // kXBlockBytes of x at a time, which then stay in the 32-48 KB L1 instead of streaming from the
-  // L2 for every weight row. On an Intel
-  // Xeon VM (AVX2, one thread, 512 rows of k = 4096) that took 0.59-0.66x the time for F32 and
-  // BF16 at m = 3, 4, 8, and 0.78-0.88x for packed FP4 at m = 4, 8, whose m = 3 took 1.18x (so FP4
-  // starts at 4 rows). Not at m = 2 (32 KB of x), nor on AVX-512, whose groups of 4 weight rows
-  // past two rows of x did not gain (0.96-1.10x). The generic path: 0.88-1.03x.
+  // L2 for every weight row. On an Intel Xeon VM (AVX2, one thread, 512 rows of k = 4096) that
+  // took 0.59-0.66x the time for F32 and BF16 at m = 3, 4, 8, and 0.78-0.88x for packed FP4 at
+  // m = 4, 8, whose m = 3 took 1.18x (so FP4 starts at 4 rows). Not at m = 2 (32 KB of x), nor on
+  // AVX-512, whose groups of 4 weight rows past two rows of x did not gain (0.96-1.10x). The
+  // generic path: 0.88-1.03x.
   static constexpr std::int64_t kL1XBytes = 32 * 1024, kXBlockBytes = 16 * 1024;
 
   template <WeightFormat F, bool Scalar, bool Lanes, int MA, int NR>
@@ -1182,17 +1182,17 @@ struct Simd {
     }
   }
 
-  // Groups g0 .. g1 of NR rows of W (the last maybe fewer) against the MR rows of x, kPassRows rows
-  // of x at a time, each pass over all the groups before the next; in column blocks where the
-  // groups are a super group (kSuperRows rows at most) and column_blocks_pay.
+  // Groups g0 .. g1 of NR rows of W (the last maybe fewer; one super group at most) against the MR
+  // rows of x, kPassRows rows of x at a time, each pass over all the groups before the next; in
+  // column blocks where column_blocks_pay (a later pass, with fewer rows of x, only where the first
+  // pays, which is when decode_format hands out super groups of more than one group).
   template <WeightFormat F, bool Scalar, int MR, int NR, bool Lanes>
   HIPPO_LINEAR_TARGET static void dot_groups(std::int64_t g0, std::int64_t g1, const float* x, const float* xs,
-                                             const float* x_tail, const WeightView& w, const LinearOut& y,
-                                             bool super_group) {
+                                             const float* x_tail, const WeightView& w, const LinearOut& y) {
     constexpr int MA = std::min(MR, kPassRows);
     bool blocked = false;
     if constexpr (kColumnBlocks<F, Scalar, Lanes> && NR < MA) {
-      blocked = super_group && column_blocks_pay<F, Scalar, Lanes, MA, NR>(w.cols);
+      blocked = column_blocks_pay<F, Scalar, Lanes, MA, NR>(w.cols);
       if (blocked) dot_column_blocks<F, Scalar, MA, NR, Lanes>(g0, g1, x, xs, x_tail, w, y);
     }
     for (std::int64_t g = g0; g < g1 && !blocked; ++g) {
@@ -1203,7 +1203,7 @@ struct Simd {
     if constexpr (MR > MA) {
       const LinearOut y_b = y.rows != nullptr ? LinearOut{nullptr, y.rows + MA} : LinearOut{y.y + MA * w.rows, nullptr};
       dot_groups<F, Scalar, MR - MA, NR, Lanes>(g0, g1, x + MA * w.cols, xs != nullptr ? xs + MA * w.cols : nullptr,
-                                                x_tail + MA * 16, w, y_b, super_group);
+                                                x_tail + MA * 16, w, y_b);
     }
   }
 
@@ -1242,8 +1242,8 @@ struct Simd {
     const std::int64_t k = w.cols, full = k / 16 * 16;
     // Super groups of kSuperRows weight rows where the first pass runs in column blocks (dot_groups);
     // otherwise each group's passes run back to back (its weight rows still in the L1).
-    const bool wide_x = column_blocks_pay<F, Scalar, Lanes, std::min(MR, kPassRows), NR>(k);
-    const std::int64_t super_groups = wide_x ? std::max(1, kSuperRows / NR) : 1;
+    const std::int64_t super_groups =
+        column_blocks_pay<F, Scalar, Lanes, std::min(MR, kPassRows), NR>(k) ? std::max(1, kSuperRows / NR) : 1;
     alignas(64) float x_tail[MR * 16] = {};
     for (int i = 0; i < MR; ++i) std::copy(x + i * k + full, x + (i + 1) * k, x_tail + 16 * i);
     const std::int64_t groups = (w.rows + NR - 1) / NR;
@@ -1271,13 +1271,13 @@ struct Simd {
             block = g * NR / w.block;
             exact = scale_x_fp8(x, MR, w, tables, block, scaled.data());
           }
-          if (exact) dot_groups<F, false, MR, NR, false>(g, g + 1, x, scaled.data(), x_tail, w, y, false);
-          else dot_groups<F, true, MR, NR, false>(g, g + 1, x, nullptr, x_tail, w, y, false);
+          if (exact) dot_groups<F, false, MR, NR, false>(g, g + 1, x, scaled.data(), x_tail, w, y);
+          else dot_groups<F, true, MR, NR, false>(g, g + 1, x, nullptr, x_tail, w, y);
         }
       } else {
         for (std::int64_t g = g0; g < g1;) {
           const std::int64_t g_end = std::min(g1, (g / super_groups + 1) * super_groups);
-          dot_groups<F, Scalar, MR, NR, Lanes>(g, g_end, x, x_lanes, x_tail, w, y, wide_x);
+          dot_groups<F, Scalar, MR, NR, Lanes>(g, g_end, x, x_lanes, x_tail, w, y);
           g = g_end;
         }
       }
